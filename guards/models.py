@@ -1,0 +1,1 @@
+"""JWT guard policies (SPEC 4) live here."""

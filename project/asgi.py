@@ -1,0 +1,16 @@
+"""ASGI entry point: stream routes are answered by Sluice's stream app, the rest by Django."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+django_application = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up first)
+
+from streams.consumers import StreamRouter  # noqa: E402
+
+application = ProtocolTypeRouter({"http": StreamRouter(fallback=django_application)})

@@ -1,0 +1,133 @@
+"""Sluice settings, read from the environment (django-environ).
+
+Every setting a deployment changes has an environment variable; the defaults
+give a working single-process development setup (SQLite, in-memory channel
+layer, embedded broker).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env(
+    DEBUG=(bool, False),
+    ALLOWED_HOSTS=(list, ["localhost", "127.0.0.1", "[::1]"]),
+)
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG: bool = env("DEBUG")
+_secret = env("SECRET_KEY", default="")
+if not _secret:
+    if not DEBUG and not env.bool("SLUICE_DEV", default=False):
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DEBUG is off (set DEBUG=1 or SLUICE_DEV=1 for development)."
+        )
+    _secret = "sluice-development-only-not-secret"
+SECRET_KEY: str = _secret
+ALLOWED_HOSTS: list[str] = env("ALLOWED_HOSTS")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "rest_framework",
+    "streams",
+    "guards",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "project.asgi.application"
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+}
+# pytest-django creates its test database from TEST; a file (not memory) lets the
+# gateway subprocess started by the tests share it.
+_test_db = env("SLUICE_TEST_DB_NAME", default="")
+if _test_db:
+    DATABASES["default"]["TEST"] = {"NAME": _test_db}
+
+_redis_url = env("REDIS_URL", default="")
+if _redis_url:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [_redis_url]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "sluice": {"handlers": ["console"], "level": env("SLUICE_LOG_LEVEL", default="INFO")},
+        "django": {"handlers": ["console"], "level": "WARNING"},
+    },
+}
+
+# Sluice's own settings, one namespaced dict over documented defaults.
+SLUICE = {
+    # Kafka bootstrap servers; empty means `runstreams` starts the embedded broker.
+    "KAFKA_BOOTSTRAP_SERVERS": env("KAFKA_BOOTSTRAP_SERVERS", default=""),
+    # Seconds a new stream waits for topic metadata before answering 503.
+    "KAFKA_TIMEOUT": env.float("SLUICE_KAFKA_TIMEOUT", default=5.0),
+    # Seconds the route table is reused before it is read again from the database.
+    "ROUTE_CACHE_SECONDS": env.float("SLUICE_ROUTE_CACHE_SECONDS", default=1.0),
+    # Concurrent catch-up reads from Kafka (resumes older than the cache) per worker.
+    "BACKLOG_READERS": env.int("SLUICE_BACKLOG_READERS", default=4),
+}

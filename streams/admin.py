@@ -1,0 +1,41 @@
+"""Admin pages for topics and routes: searchable, filterable, validated on the form."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from .models import Route, RouteFilter, Topic
+
+
+@admin.register(Topic)
+class TopicAdmin(admin.ModelAdmin):
+    list_display = ["name", "description", "cache_max_messages", "cache_max_bytes", "cache_max_age_seconds", "updated"]
+    search_fields = ["name", "description"]
+    readonly_fields = ["created", "updated"]
+    fieldsets = [
+        (None, {"fields": ["name", "description"]}),
+        ("Cache", {"fields": ["cache_max_messages", "cache_max_bytes", "cache_max_age_seconds"]}),
+        ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
+    ]
+
+
+class RouteFilterInline(admin.TabularInline):
+    model = RouteFilter
+    extra = 0
+    fields = ["key", "headers"]
+
+
+@admin.register(Route)
+class RouteAdmin(admin.ModelAdmin):
+    list_display = ["path", "topic", "kind", "initial", "event_id", "allow_since", "enabled", "order"]
+    list_editable = ["enabled", "order"]
+    list_filter = ["enabled", "kind", "initial", "event_id", "allow_since"]
+    search_fields = ["path", "topic", "description"]
+    readonly_fields = ["created", "updated"]
+    inlines = [RouteFilterInline]
+    fieldsets = [
+        (None, {"fields": ["path", "kind", "topic", "description", "enabled", "order"]}),
+        ("Stream", {"fields": ["initial", "allow_since", "event_id", "binary"]}),
+        ("Delivery", {"fields": ["retry_ms", "heartbeat_seconds", "max_pending_bytes"]}),
+        ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
+    ]

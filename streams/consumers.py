@@ -1,0 +1,192 @@
+"""The stream app: a thin ASGI layer between an HTTP request and the topic hub.
+
+Parse the request, find the route, resolve its topic and filters, ask the hub
+for a start position, write the response head, subscribe, and unsubscribe in
+``finally`` however the stream ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs
+
+from .errors import (
+    InvalidLastEventId,
+    InvalidParameter,
+    InvalidSince,
+    KafkaNotAvailable,
+    MethodNotAllowed,
+    StreamError,
+    UnknownTopic,
+)
+from .hub import PositionError, StartPlan, Subscriber, TopicHub
+from .ids import MAX_EVENT_ID_BYTES, EventId, EventIdError, event_id_parse
+from .kafka import KafkaUnavailable, TopicNotFound
+from .routing import RouteSpec
+from .runtime import hub_registry
+from .selectors import route_table, topic_limits_async
+from .sinks import FlowSink, QueueSink, Sink
+from .sse import CONTENT_TYPE
+from .templating import ExpansionContext, TemplateError
+
+logger = logging.getLogger("sluice.streams")
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+STREAM_METHODS = ("GET", "HEAD")
+
+
+class StreamRouter:
+    """ASGI app: stream routes go to :class:`StreamConsumer`, everything else to ``fallback``."""
+
+    def __init__(self, fallback: Callable[..., Awaitable[None]]) -> None:
+        self.fallback = fallback
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            found = (await route_table()).match(scope["path"])
+            if found is not None:
+                route, params = found
+                await StreamConsumer(route, params)(scope, receive, send)
+                return
+        await self.fallback(scope, receive, send)
+
+
+def last_event_id_read(scope: Scope, query: dict[str, list[str]]) -> EventId | None:
+    """``Last-Event-ID`` header, else the ``lastEventId`` query parameter (SPEC 1)."""
+    raw: str | None = None
+    for name, value in scope.get("headers", []):
+        if name == b"last-event-id":
+            if len(value) > MAX_EVENT_ID_BYTES:
+                raise InvalidLastEventId(f"Last-Event-ID is longer than {MAX_EVENT_ID_BYTES} bytes")
+            raw = value.decode("latin-1")
+            break
+    if raw is None and "lastEventId" in query:
+        raw = query["lastEventId"][0]
+    if raw is None or raw == "":
+        return None
+    try:
+        return event_id_parse(raw)
+    except EventIdError as exc:
+        raise InvalidLastEventId(str(exc)) from exc
+
+
+def since_parse(text: str) -> int:
+    """``since`` as epoch milliseconds: ISO-8601 (naive means UTC) or epoch ms."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InvalidSince(f"since={text!r} is neither ISO-8601 nor epoch milliseconds") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+async def send_error(send: Send, error: StreamError) -> None:
+    body = error.body()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-store"),
+        *error.headers,
+    ]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class StreamConsumer:
+    """Serves one request on one route."""
+
+    def __init__(self, route: RouteSpec, params: dict[str, str]) -> None:
+        self.route = route
+        self.params = params
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = self.route
+        try:
+            hub, plan, subscriber_args = await self._prepare(scope)
+        except StreamError as error:
+            await send_error(send, error)
+            return
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", CONTENT_TYPE),
+                    (b"cache-control", b"no-cache"),
+                    (b"x-accel-buffering", b"no"),
+                ],
+            }
+        )
+        if scope["method"] == "HEAD":
+            await send({"type": "http.response.body", "body": b""})
+            return
+        flow = scope.get("extensions", {}).get("sluice.flow")
+        sink: Sink = FlowSink(flow, route.max_pending_bytes) if flow else QueueSink(send, route.max_pending_bytes)
+        sub = Subscriber(sink, heartbeat_seconds=route.heartbeat_seconds, **subscriber_args)
+        disconnected = False
+        hub.subscribe(sub, plan, route.retry_ms)
+        try:
+            disconnected = await self._wait_until_over(receive, sub)
+        finally:
+            hub.unsubscribe(sub)
+            if flow is not None:
+                flow.release()
+        if not disconnected and sub.close_reason != "slow":
+            if isinstance(sink, QueueSink):
+                await sink.close()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _prepare(self, scope: Scope) -> tuple[TopicHub, StartPlan, dict[str, Any]]:
+        route = self.route
+        if scope["method"] not in STREAM_METHODS:
+            raise MethodNotAllowed(
+                f"{scope['method']} is not allowed on a stream", headers=[(b"allow", ", ".join(STREAM_METHODS).encode())]
+            )
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        last = last_event_id_read(scope, query)
+        since_ms: int | None = None
+        if "since" in query:
+            if not route.allow_since:
+                raise InvalidSince("this route does not accept since")
+            since_ms = since_parse(query["since"][0])
+        try:
+            topic, filters = route.resolve(ExpansionContext(self.params))
+        except TemplateError as exc:
+            raise InvalidParameter(str(exc)) from exc
+        try:
+            hub = await hub_registry().hub(topic, await topic_limits_async(topic))
+            plan = await hub.plan(last=last, initial=route.initial, since_ms=since_ms)
+        except TopicNotFound as exc:
+            raise UnknownTopic(f"topic {topic!r} does not exist") from exc
+        except KafkaUnavailable as exc:
+            logger.warning("stream on %s refused: kafka unavailable (%s)", topic, exc)
+            raise KafkaNotAvailable("Kafka did not answer in time", headers=[(b"retry-after", b"5")]) from exc
+        except PositionError as exc:
+            raise InvalidLastEventId(str(exc)) from exc
+        return hub, plan, {"filters": filters, "form": route.event_id, "binary": route.binary}
+
+    @staticmethod
+    async def _wait_until_over(receive: Receive, sub: Subscriber) -> bool:
+        """Wait for the client to leave or the hub to end the stream; True if the client left."""
+
+        async def client_gone() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        gone = asyncio.ensure_future(client_gone())
+        try:
+            await asyncio.wait({gone, sub.closed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        return not sub.closed.done()

@@ -1,0 +1,579 @@
+"""The per-process Kafka fan-out (SPEC 2.3-2.5).
+
+One :class:`TopicHub` per topic per worker process reads the topic with ONE
+consumer (a :class:`~streams.kafka.LiveFetcher` thread), keeps recent records
+in a bounded per-partition cache, and writes each record's frame, encoded
+once, to every live subscriber whose filters accept it.
+
+A subscriber that starts behind the hub's position (resume, ``earliest``,
+``snapshot``, ``since``) first catches up in its own task: from the cache when
+it covers the position, otherwise from Kafka with a short-lived
+:class:`~streams.kafka.BacklogReader`. It joins the live set in the same
+event-loop step that sees it level with the hub, so nothing is missed or
+repeated in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .cache import CacheLimits, PartitionCache
+from .ids import EventId, progress_encode
+from .kafka import BacklogReader, KafkaAccess, KafkaUnavailable, LiveFetcher, PartitionEnd
+from .matching import FilterSet
+from .records import BINARY_SKIP, ID_ETAG, Record
+from .sinks import Sink
+from .sse import HEARTBEAT, checkpoint_frame, preamble
+
+logger = logging.getLogger("sluice.hub")
+
+INITIAL_LIVE = "live"
+INITIAL_EARLIEST = "earliest"
+INITIAL_SNAPSHOT = "snapshot"
+
+# Catch-up works in chunks so one resume cannot hog the loop or a client's buffer.
+_CHUNK_RECORDS = 1000
+_CHUNK_BYTES = 1024 * 1024
+
+T = TypeVar("T")
+
+
+class PositionError(ValueError):
+    """A last event id that does not fit the route's topic."""
+
+
+@dataclass(slots=True)
+class StartPlan:
+    """Where a new stream starts: the next offset per partition, and how."""
+
+    positions: dict[int, int]
+    snapshot: bool = False
+    since_ms: int | None = None
+    since_partitions: set[int] = field(default_factory=set)
+
+
+class Subscriber:
+    """One open stream: its filters, id form, sink and (while catching up) position."""
+
+    __slots__ = (
+        "filters",
+        "form",
+        "binary",
+        "sink",
+        "heartbeat_seconds",
+        "positions",
+        "sent_progress",
+        "since_ms",
+        "since_partitions",
+        "closed",
+        "close_reason",
+        "task",
+        "hub",
+        "__weakref__",
+    )
+
+    def __init__(
+        self,
+        sink: Sink,
+        filters: FilterSet | None = None,
+        form: str = ID_ETAG,
+        binary: str = BINARY_SKIP,
+        heartbeat_seconds: float = 15.0,
+    ) -> None:
+        self.sink = sink
+        self.filters = filters or FilterSet()
+        self.form = form
+        self.binary = binary
+        self.heartbeat_seconds = heartbeat_seconds
+        # Next offset per partition while catching up; None once live (then the hub's).
+        self.positions: dict[int, int] | None = None
+        # Progress of the last id the client was sent, to know when a checkpoint is due.
+        self.sent_progress: str | None = None
+        self.since_ms: int | None = None
+        self.since_partitions: set[int] = set()
+        self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.close_reason: str | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.hub: TopicHub | None = None
+
+    @property
+    def is_live(self) -> bool:
+        return self.positions is None
+
+    def end(self, reason: str) -> None:
+        if not self.closed.done():
+            self.close_reason = reason
+            self.closed.set_result(reason)
+
+
+class TopicHub:
+    """Reads one topic once for the whole process and fans it out."""
+
+    def __init__(self, topic: str, access: KafkaAccess, limits: CacheLimits) -> None:
+        self.topic = topic
+        self.access = access
+        self.limits = limits
+        self.partitions: list[int] = []
+        self.next: dict[int, int] = {}
+        self.caches: dict[int, PartitionCache] = {}
+        self.live: dict[Subscriber, None] = {}
+        self.catching_up: dict[Subscriber, None] = {}
+        self.cached_records = 0
+        self.cached_bytes = 0
+        self.records_in = 0
+        self.deliveries = 0
+        self.cut_slow = 0
+        self.invalid = 0
+        self._progress_id: str | None = None
+        self._ready = asyncio.Event()
+        self._ended: set[int] = set()
+        self._advanced = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._in_flight = threading.Semaphore(4)
+        self._fetcher: LiveFetcher | None = None
+
+    # -- life cycle -------------------------------------------------------------
+
+    async def _blocking(self, func: Callable[..., T], *args: Any) -> T:
+        return await self._loop.run_in_executor(self.access.executor, func, *args)
+
+    async def start(self) -> None:
+        """Find the partitions and their ends, start the fetcher, wait until level."""
+        self.partitions = await self._blocking(self.access.partitions, self.topic)
+        marks = await self._blocking(self.access.watermarks, self.topic, self.partitions)
+        # Start at the last record (some brokers report the high watermark as the
+        # last batch's base + 1), so the hub learns the true end from the fetch.
+        start = {p: max(low, high - 1) if high > low else low for p, (low, high) in marks.items()}
+        self.next = dict(start)
+        self.caches = {p: PartitionCache(p, o) for p, o in start.items()}
+        self._fetcher = LiveFetcher(self.access, self.topic, start, self._from_thread)
+        self._fetcher.start()
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout=self.access.timeout)
+        except TimeoutError as exc:
+            self.stop()
+            raise KafkaUnavailable(f"topic {self.topic} did not answer within {self.access.timeout}s") from exc
+
+    def stop(self) -> None:
+        for sub in [*self.live, *self.catching_up]:
+            self.unsubscribe(sub)
+            sub.end("shutdown")
+        if self._fetcher is not None:
+            self._fetcher.stop()
+            self._fetcher = None
+
+    @property
+    def progress_id(self) -> str:
+        """The hub's position as a progress token (cached until it moves)."""
+        if self._progress_id is None:
+            self._progress_id = progress_encode(self.next)
+        return self._progress_id
+
+    # -- ingest (event loop) ---------------------------------------------------
+
+    def _from_thread(self, batch: list[Record | PartitionEnd]) -> None:
+        # At most a few batches wait for the loop; the fetcher blocks beyond that,
+        # and librdkafka's own bounded queue absorbs the rest.
+        self._in_flight.acquire()
+        self._loop.call_soon_threadsafe(self._ingest, batch)
+
+    def _ingest(self, batch: list[Record | PartitionEnd]) -> None:
+        self._in_flight.release()
+        out: dict[Subscriber, list[bytes]] = {}
+        last: dict[Subscriber, str] = {}
+        live = self.live
+        nxt = self.next
+        for item in batch:
+            partition = item.partition
+            if type(item) is PartitionEnd:
+                if item.offset > nxt[partition]:
+                    nxt[partition] = item.offset
+                    self._progress_id = None
+                if not self._ready.is_set():
+                    self._ended.add(partition)
+                    if len(self._ended) == len(self.partitions):
+                        self._ready.set()
+                continue
+            record: Record = item  # type: ignore[assignment]
+            if record.offset < nxt[partition]:
+                continue
+            nxt[partition] = record.offset + 1
+            self._progress_id = None
+            record.progress_id = progress_id = self.progress_id
+            self.caches[partition].append(record)
+            self.cached_records += 1
+            self.cached_bytes += record.size
+            self.records_in += 1
+            for sub in live:
+                if sub.filters.accepts_all or sub.filters.matches(record.key, record.headers):
+                    frame = record.live_frame(sub.form, sub.binary)
+                    if frame is None:
+                        self.invalid += 1
+                        continue
+                    frames = out.get(sub)
+                    if frames is None:
+                        out[sub] = [frame]
+                    else:
+                        frames.append(frame)
+                    last[sub] = progress_id
+        self._evict()
+        for sub, frames in out.items():
+            sub.sent_progress = last[sub]
+            self.deliveries += len(frames)
+            if not sub.sink.write(frames[0] if len(frames) == 1 else b"".join(frames)):
+                self._cut(sub)
+        self._advanced.set()
+        self._advanced = asyncio.Event()
+
+    def _evict(self) -> None:
+        limits = self.limits
+        while self.cached_records > limits.max_messages or self.cached_bytes > limits.max_bytes:
+            victim = min(
+                (c for c in self.caches.values() if len(c)),
+                key=lambda c: c.oldest().timestamp,  # type: ignore[union-attr]
+            )
+            record = victim.evict_oldest()
+            self.cached_records -= 1
+            self.cached_bytes -= record.size
+
+    def evict_expired(self, now_ms: int) -> None:
+        cutoff = now_ms - int(self.limits.max_age_seconds * 1000)
+        for cache in self.caches.values():
+            while (oldest := cache.oldest()) is not None and oldest.timestamp < cutoff:
+                cache.evict_oldest()
+                self.cached_records -= 1
+                self.cached_bytes -= oldest.size
+
+    # -- subscribers -------------------------------------------------------------
+
+    async def plan(self, *, last: EventId | None, initial: str, since_ms: int | None) -> StartPlan:
+        """Work out a new stream's start position (SPEC 2.3); may ask Kafka."""
+        parts = self.partitions
+        if last is not None:
+            unknown = sorted(set(last.progress) - set(parts))
+            if unknown:
+                raise PositionError(
+                    f"last event id names partition {unknown[0]}, but topic {self.topic} has {len(parts)}"
+                )
+            positions = dict(last.progress)
+            if len(positions) < len(parts) or any(positions[p] < self.caches[p].start for p in positions):
+                lows = await self._lows()
+                for p in parts:
+                    positions[p] = max(positions.get(p, lows[p]), lows[p])
+            return StartPlan(positions)
+        if since_ms is not None:
+            return await self._plan_since(since_ms)
+        if initial in (INITIAL_EARLIEST, INITIAL_SNAPSHOT):
+            return StartPlan(await self._lows(), snapshot=initial == INITIAL_SNAPSHOT)
+        return StartPlan(dict(self.next))
+
+    async def _lows(self) -> dict[int, int]:
+        marks = await self._blocking(self.access.watermarks, self.topic, self.partitions)
+        return {p: low for p, (low, _) in marks.items()}
+
+    async def _plan_since(self, since_ms: int) -> StartPlan:
+        positions: dict[int, int] = {}
+        lookup: list[int] = []
+        for p in self.partitions:
+            cache = self.caches[p]
+            oldest = cache.oldest()
+            if oldest is not None and oldest.timestamp < since_ms:
+                found = cache.first_at_or_after(since_ms)
+                positions[p] = found.offset if found is not None else self.next[p]
+            else:
+                lookup.append(p)
+        pending: set[int] = set()
+        if lookup:
+            # The broker's answer is only a lower bound (some answer 0), so the
+            # catch-up also skips records older than `since` until the first newer one.
+            found_offsets = await self._blocking(self.access.offsets_for_time, self.topic, lookup, since_ms)
+            lows = await self._lows()
+            for p in lookup:
+                offset = found_offsets.get(p, -1)
+                positions[p] = self.next[p] if offset < 0 else max(offset, lows[p])
+                if positions[p] < self.next[p]:
+                    pending.add(p)
+        return StartPlan(positions, since_ms=since_ms, since_partitions=pending)
+
+    def subscribe(self, sub: Subscriber, plan: StartPlan, retry_ms: int | None) -> None:
+        """Attach ``sub``: write its preamble and start checkpoint, then feed it.
+
+        Runs without awaiting, so a stream whose plan is the hub's position goes
+        live in the same step and cannot miss a record.
+        """
+        sub.hub = self
+        sub.since_ms = plan.since_ms
+        sub.since_partitions = set(plan.since_partitions)
+        start_id = progress_encode(plan.positions)
+        sub.sent_progress = start_id
+        if not sub.sink.write(preamble(retry_ms, start_id)):
+            self._cut(sub)
+            return
+        if not plan.snapshot and plan.positions == self.next:
+            self.live[sub] = None
+            return
+        sub.positions = dict(plan.positions)
+        self.catching_up[sub] = None
+        sub.task = self._loop.create_task(self._catch_up(sub, plan.snapshot), name=f"sluice-catch-up-{self.topic}")
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        self.live.pop(sub, None)
+        self.catching_up.pop(sub, None)
+        if sub.task is not None and not sub.task.done() and sub.task is not asyncio.current_task():
+            sub.task.cancel()
+
+    def _cut(self, sub: Subscriber) -> None:
+        """A client over its pending-bytes limit: drop it; it resumes from its last id."""
+        self.cut_slow += 1
+        self.unsubscribe(sub)
+        sub.sink.abort()
+        sub.end("slow")
+
+    def heartbeat(self, now: float) -> None:
+        """Keep-alive for quiet streams, with a checkpoint if progress moved silently."""
+        for sub in [*self.live, *self.catching_up]:
+            if now - sub.sink.last_write < sub.heartbeat_seconds:
+                continue
+            current = self.progress_id if sub.positions is None else progress_encode(sub.positions)
+            if current != sub.sent_progress:
+                sub.sent_progress = current
+                data = b":\n" + checkpoint_frame(current)
+            else:
+                data = HEARTBEAT
+            if not sub.sink.write(data):
+                self._cut(sub)
+
+    # -- catch-up ----------------------------------------------------------------
+
+    async def _catch_up(self, sub: Subscriber, snapshot: bool) -> None:
+        reader: BacklogReader | None = None
+        try:
+            if snapshot:
+                reader = BacklogReader(self.access, self.topic)
+                await self._snapshot(sub, reader)
+            while True:
+                positions = sub.positions
+                assert positions is not None
+                nxt = self.next
+                behind = {p: o for p, o in positions.items() if o < nxt[p]}
+                if not behind:
+                    if any(o > nxt[p] for p, o in positions.items()):
+                        await self._wait_for_hub(sub)
+                        continue
+                    # Level with the hub in every partition: live from this step on.
+                    self.catching_up.pop(sub, None)
+                    sub.positions = None
+                    sub.since_partitions.clear()
+                    self.live[sub] = None
+                    return
+                chunk: list[list[Record]] = []
+                cold: dict[int, tuple[int, int]] = {}
+                level: dict[int, int] = {}
+                for p, offset in behind.items():
+                    cache = self.caches[p]
+                    if cache.covers(offset):
+                        records = cache.records_from(offset, _CHUNK_RECORDS)
+                        if len(records) < _CHUNK_RECORDS:
+                            # All the cache has up to the hub's position, which may
+                            # lie past the last record (compaction, control records).
+                            level[p] = nxt[p]
+                        if records:
+                            chunk.append(records)
+                    else:
+                        cold[p] = (offset, cache.start)
+                if not chunk and cold:
+                    if reader is None:
+                        reader = BacklogReader(self.access, self.topic)
+                    records, reached = await self._read_backlog(reader, cold)
+                    chunk = self._by_partition(records)
+                    self._deliver(sub, chunk)
+                    for p, offset in reached.items():
+                        positions[p] = max(positions[p], offset)
+                else:
+                    self._deliver(sub, chunk)
+                    positions.update(level)
+                if sub.closed.done():
+                    return
+                await sub.sink.writable()
+        except KafkaUnavailable as exc:
+            logger.warning("catch-up on %s stopped: %s", self.topic, exc)
+            self.unsubscribe(sub)
+            sub.sink.abort()
+            sub.end("kafka")
+        finally:
+            if reader is not None:
+                await self._blocking(reader.close)
+
+    async def _wait_for_hub(self, sub: Subscriber) -> None:
+        """An id ahead of this hub (another instance read further): wait, then clamp."""
+        try:
+            await asyncio.wait_for(self._advanced.wait(), timeout=self.access.timeout)
+        except TimeoutError:
+            assert sub.positions is not None
+            for p, offset in sub.positions.items():
+                sub.positions[p] = min(offset, self.next[p])
+
+    async def _read_backlog(
+        self, reader: BacklogReader, ranges: dict[int, tuple[int, int]]
+    ) -> tuple[list[Record], dict[int, int]]:
+        slots = self.access.backlog_slots
+        await self._blocking(slots.acquire)
+        try:
+            return await self._blocking(reader.read, ranges, _CHUNK_RECORDS, _CHUNK_BYTES)
+        finally:
+            slots.release()
+
+    @staticmethod
+    def _by_partition(records: Iterable[Record]) -> list[list[Record]]:
+        groups: dict[int, list[Record]] = {}
+        for record in records:
+            groups.setdefault(record.partition, []).append(record)
+        return list(groups.values())
+
+    def _deliver(self, sub: Subscriber, chunk: list[list[Record]]) -> None:
+        """Write catch-up records to one subscriber, each with its own progress id."""
+        positions = sub.positions
+        assert positions is not None
+        frames: list[bytes] = []
+        # Interleave partitions by time (as they were produced), keeping each one's order.
+        merged = heapq.merge(*chunk, key=lambda r: r.timestamp) if len(chunk) > 1 else iter(chunk[0] if chunk else ())
+        since_ms, since_partitions = sub.since_ms, sub.since_partitions
+        for record in merged:
+            p = record.partition
+            positions[p] = record.offset + 1
+            if since_partitions and p in since_partitions:
+                if record.timestamp < (since_ms or 0):
+                    continue
+                since_partitions.discard(p)
+            if not sub.filters.matches(record.key, record.headers):
+                continue
+            progress = progress_encode(positions)
+            frame = record.frame(progress, sub.form, sub.binary)
+            if frame is None:
+                self.invalid += 1
+                continue
+            frames.append(frame)
+            sub.sent_progress = progress
+        if frames:
+            self.deliveries += len(frames)
+            if not sub.sink.write(b"".join(frames)):
+                self._cut(sub)
+
+    async def _snapshot(self, sub: Subscriber, reader: BacklogReader) -> None:
+        """Latest value per key from the retained log (tombstoned keys left out).
+
+        Entries go out partition by partition in offset order; each id says
+        "earlier partitions done, this one up to here, later ones from the
+        start", so a resume mid-snapshot replays (never loses) the rest.
+        """
+        positions = sub.positions
+        assert positions is not None
+        start = dict(positions)
+        end = dict(self.next)
+        latest: dict[int, dict[bytes | None, Record]] = {p: {} for p in self.partitions}
+        keyless: dict[int, list[Record]] = {p: [] for p in self.partitions}
+        cursor = dict(start)
+        while True:
+            ranges = {p: (cursor[p], end[p]) for p in self.partitions if cursor[p] < end[p]}
+            if not ranges:
+                break
+            records, reached = await self._read_backlog(reader, ranges)
+            for record in records:
+                if record.key is None:
+                    keyless[record.partition].append(record)
+                elif record.value is None:
+                    latest[record.partition].pop(record.key, None)
+                else:
+                    latest[record.partition][record.key] = record
+            for p, offset in reached.items():
+                cursor[p] = max(cursor[p], offset)
+        frames: list[bytes] = []
+        for index, p in enumerate(self.partitions):
+            kept = sorted([*latest[p].values(), *keyless[p]], key=lambda r: r.offset)
+            for record in kept:
+                if not sub.filters.matches(record.key, record.headers):
+                    continue
+                progress = progress_encode(
+                    {q: (end[q] if i < index else start[q]) for i, q in enumerate(self.partitions) if q != p}
+                    | {p: record.offset + 1}
+                )
+                frame = record.frame(progress, sub.form, sub.binary)
+                if frame is None:
+                    self.invalid += 1
+                    continue
+                frames.append(frame)
+                if len(frames) >= _CHUNK_RECORDS:
+                    sub.sink.write(b"".join(frames))
+                    frames.clear()
+                    await sub.sink.writable()
+        positions.update(end)
+        sub.sent_progress = progress_encode(positions)
+        frames.append(checkpoint_frame(sub.sent_progress))
+        if not sub.sink.write(b"".join(frames)):
+            self._cut(sub)
+
+
+class HubRegistry:
+    """The hubs of one worker process, created on first use, plus their shared ticker."""
+
+    def __init__(self, access: KafkaAccess) -> None:
+        self.access = access
+        self._hubs: dict[str, TopicHub] = {}
+        self._starting: dict[str, asyncio.Future[TopicHub]] = {}
+        self._ticker: asyncio.Task[None] | None = None
+
+    @property
+    def hubs(self) -> dict[str, TopicHub]:
+        return self._hubs
+
+    async def hub(self, topic: str, limits: CacheLimits) -> TopicHub:
+        """The topic's hub, started (and level with Kafka) on first use."""
+        found = self._hubs.get(topic)
+        if found is not None:
+            return found
+        starting = self._starting.get(topic)
+        if starting is not None:
+            return await asyncio.shield(starting)
+        future: asyncio.Future[TopicHub] = asyncio.get_running_loop().create_future()
+        self._starting[topic] = future
+        try:
+            hub = TopicHub(topic, self.access, limits)
+            await hub.start()
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters re-raise it themselves
+            raise
+        finally:
+            self._starting.pop(topic, None)
+        self._hubs[topic] = hub
+        future.set_result(hub)
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="sluice-hub-ticker")
+        return hub
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            now_ms = int(time.time() * 1000)
+            for hub in list(self._hubs.values()):
+                try:
+                    hub.heartbeat(now)
+                    hub.evict_expired(now_ms)
+                except Exception:
+                    logger.exception("hub ticker failed for %s", hub.topic)
+
+    def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        for hub in self._hubs.values():
+            hub.stop()
+        self._hubs.clear()

@@ -1,0 +1,252 @@
+"""Blocking confluent-kafka calls, kept in one place and run off the event loop.
+
+The hub never joins a consumer group: it assigns partitions itself, so a
+stream opens at once on any Kafka (and on brokers where group joins are slow).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from .records import Record
+
+logger = logging.getLogger("sluice.kafka")
+
+
+class KafkaUnavailable(Exception):
+    """No answer from Kafka within the configured timeout."""
+
+
+class TopicNotFound(Exception):
+    """The topic does not exist on the cluster."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionEnd:
+    """A fetch reached the end of a partition; ``offset`` is the true next offset."""
+
+    partition: int
+    offset: int
+
+
+def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    """Settings shared by every consumer Sluice makes: no group, no commits."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        # librdkafka wants a group id even for assign(); it is never joined.
+        "group.id": f"sluice-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "enable.partition.eof": True,
+        "fetch.wait.max.ms": 50,
+        "socket.keepalive.enable": True,
+        "log_level": 3,
+    }
+    config.update(extra)
+    return config
+
+
+class KafkaAccess:
+    """Metadata and offset look-ups for one cluster, on a small thread pool."""
+
+    def __init__(self, bootstrap: str, timeout: float, backlog_readers: int = 4) -> None:
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self.executor = ThreadPoolExecutor(max_workers=2 + backlog_readers, thread_name_prefix="sluice-kafka")
+        self._lookup: Consumer | None = None
+        self._lookup_lock = threading.Lock()
+        self.backlog_slots = threading.BoundedSemaphore(backlog_readers)
+
+    def _lookup_consumer(self) -> Consumer:
+        with self._lookup_lock:
+            if self._lookup is None:
+                self._lookup = Consumer(consumer_config(self.bootstrap))
+            return self._lookup
+
+    def partitions(self, topic: str) -> list[int]:
+        """Partition ids of ``topic``; raises :class:`TopicNotFound` or :class:`KafkaUnavailable`."""
+        try:
+            metadata = self._lookup_consumer().list_topics(topic, timeout=self.timeout)
+        except KafkaException as exc:
+            raise KafkaUnavailable(str(exc)) from exc
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None and described.error.code() in (
+            KafkaError.UNKNOWN_TOPIC_OR_PART,
+            KafkaError._UNKNOWN_TOPIC,
+        ):
+            raise TopicNotFound(topic)
+        if described.error is not None:
+            raise KafkaUnavailable(str(described.error))
+        if not described.partitions:
+            raise TopicNotFound(topic)
+        return sorted(described.partitions)
+
+    def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
+        """``{partition: (low, high)}`` straight from the brokers."""
+        consumer = self._lookup_consumer()
+        out: dict[int, tuple[int, int]] = {}
+        try:
+            for partition in partitions:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=self.timeout, cached=False
+                )
+                out[partition] = (low, high)
+        except KafkaException as exc:
+            raise KafkaUnavailable(str(exc)) from exc
+        return out
+
+    def offsets_for_time(self, topic: str, partitions: Iterable[int], timestamp_ms: int) -> dict[int, int]:
+        """A lower bound for the first offset at or after ``timestamp_ms`` per partition.
+
+        Some brokers answer 0 here whatever the time, so callers still check
+        record timestamps themselves; -1 (nothing that new) maps to -1.
+        """
+        consumer = self._lookup_consumer()
+        wanted = [TopicPartition(topic, p, timestamp_ms) for p in partitions]
+        try:
+            found = consumer.offsets_for_times(wanted, timeout=self.timeout)
+        except KafkaException as exc:
+            raise KafkaUnavailable(str(exc)) from exc
+        return {tp.partition: tp.offset for tp in found}
+
+    def close(self) -> None:
+        with self._lookup_lock:
+            if self._lookup is not None:
+                self._lookup.close()
+                self._lookup = None
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+class LiveFetcher:
+    """The one consumer per topic per process: a thread that hands batches to the loop."""
+
+    def __init__(
+        self,
+        access: KafkaAccess,
+        topic: str,
+        start: dict[int, int],
+        deliver: Callable[[list[Record | PartitionEnd]], None],
+        batch_size: int = 2000,
+    ) -> None:
+        self.topic = topic
+        self._consumer = Consumer(consumer_config(access.bootstrap, **{"queued.max.messages.kbytes": 32768}))
+        self._consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
+        self._deliver = deliver
+        self._batch_size = batch_size
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"sluice-fetch-{topic}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        consumer = self._consumer
+        try:
+            while not self._stopping.is_set():
+                messages = consumer.consume(num_messages=self._batch_size, timeout=0.1)
+                if not messages:
+                    continue
+                batch: list[Record | PartitionEnd] = []
+                for message in messages:
+                    error = message.error()
+                    if error is None:
+                        batch.append(Record.from_kafka(message))
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        batch.append(PartitionEnd(message.partition(), message.offset()))
+                    else:
+                        logger.warning("fetch from %s: %s", self.topic, error)
+                if batch:
+                    self._deliver(batch)
+        except Exception:  # a dead fetcher must be loud, not silent
+            logger.exception("live fetcher for %s stopped", self.topic)
+        finally:
+            consumer.close()
+
+
+class BacklogReader:
+    """A short-lived consumer that reads ranges older than the cache, in chunks."""
+
+    def __init__(self, access: KafkaAccess, topic: str) -> None:
+        self.topic = topic
+        self._access = access
+        self._consumer: Consumer | None = None
+        self._assigned: dict[int, int] = {}
+
+    def read(self, ranges: dict[int, tuple[int, int]], max_records: int, max_bytes: int) -> tuple[list[Record], dict[int, int]]:
+        """Read records in ``[start, stop)`` per partition (blocking; run it in the pool).
+
+        Returns the records and, per partition, how far the read got: the next
+        offset to read, never beyond ``stop``. A start below the log start moves
+        to the log start.
+        """
+        if self._consumer is None:
+            self._consumer = Consumer(consumer_config(self._access.bootstrap))
+        consumer = self._consumer
+        positions = {p: start for p, (start, _) in ranges.items()}
+        if positions != self._assigned:
+            consumer.assign(
+                [TopicPartition(self.topic, p, o if o >= 0 else OFFSET_BEGINNING) for p, o in positions.items()]
+            )
+            self._assigned = dict(positions)
+        stops = {p: stop for p, (_, stop) in ranges.items()}
+        pending = {p for p in ranges if positions[p] < stops[p]}
+        records: list[Record] = []
+        size = 0
+        idle_polls = 0
+        overshot = False
+        while pending and len(records) < max_records and size < max_bytes:
+            messages = consumer.consume(num_messages=min(500, max_records - len(records)), timeout=0.2)
+            if not messages:
+                idle_polls += 1
+                if idle_polls * 0.2 > self._access.timeout:
+                    raise KafkaUnavailable(f"no data from {self.topic} within {self._access.timeout}s")
+                continue
+            idle_polls = 0
+            for message in messages:
+                partition = message.partition()
+                if partition not in pending:
+                    continue
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        positions[partition] = max(positions[partition], min(message.offset(), stops[partition]))
+                        if positions[partition] >= stops[partition]:
+                            pending.discard(partition)
+                        continue
+                    logger.warning("backlog read of %s: %s", self.topic, error)
+                    continue
+                offset = message.offset()
+                if offset >= stops[partition]:
+                    overshot = True
+                    positions[partition] = stops[partition]
+                    pending.discard(partition)
+                    continue
+                record = Record.from_kafka(message)
+                records.append(record)
+                size += record.size
+                positions[partition] = offset + 1
+                if positions[partition] >= stops[partition]:
+                    pending.discard(partition)
+        # Every message consume() returned was looked at, so a read that goes on
+        # from `positions` needs no re-assignment, unless records past a stop were
+        # dropped (the consumer is then ahead of `positions`).
+        self._assigned = {} if overshot else dict(positions)
+        return records, positions
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None

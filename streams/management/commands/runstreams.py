@@ -1,0 +1,129 @@
+"""``manage.py runstreams``: serve streams, admin and pages with daphne (SPEC 7)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sys
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+logger = logging.getLogger("sluice.runstreams")
+
+
+class Command(BaseCommand):
+    help = "Serve Sluice (streams, admin, pages) with daphne; start an embedded broker if no Kafka is set."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1", help="Interface to listen on.")
+        parser.add_argument("--port", type=int, default=8000, help="Port to listen on (0: any free port).")
+        parser.add_argument("--tls-cert", help="PEM certificate: serve HTTPS (HTTP/2 where the client offers it).")
+        parser.add_argument("--tls-key", help="PEM private key for --tls-cert.")
+        parser.add_argument("--demo", action="store_true", help="Migrate, create a demo admin, topic, route and live data.")
+        parser.add_argument("--verbosity-daphne", type=int, default=1, help=argparse_hidden())
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from streams.broker import EmbeddedBroker
+
+        if bool(options["tls_cert"]) != bool(options["tls_key"]):
+            raise CommandError("--tls-cert and --tls-key go together")
+        broker: EmbeddedBroker | None = None
+        producer = None
+        if not settings.SLUICE["KAFKA_BOOTSTRAP_SERVERS"]:
+            try:
+                broker = EmbeddedBroker().start()
+            except RuntimeError as exc:
+                raise CommandError(f"could not start the embedded broker: {exc}") from exc
+            settings.SLUICE["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap
+            os.environ["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap
+            self.stdout.write(f"No KAFKA_BOOTSTRAP_SERVERS: started the embedded broker (tansu, memory) on {broker.bootstrap}")
+        try:
+            if options["demo"]:
+                producer = self._demo_setup()
+            self._serve(options)
+        finally:
+            from streams.runtime import hub_registry_stop
+
+            hub_registry_stop()
+            if producer is not None:
+                producer.stop()
+            if broker is not None:
+                broker.stop()
+                self.stdout.write("Embedded broker stopped.")
+
+    def _demo_setup(self) -> Any:
+        from django.contrib.auth import get_user_model
+
+        from streams.broker import topic_ensure
+        from streams.demo import DEMO_PARTITIONS, DEMO_TOPIC, DemoProducer
+        from streams.services import route_upsert, topic_upsert
+
+        call_command("migrate", interactive=False, verbosity=0)
+        bootstrap = settings.SLUICE["KAFKA_BOOTSTRAP_SERVERS"]
+        topic_ensure(bootstrap, DEMO_TOPIC, partitions=DEMO_PARTITIONS)
+        topic_upsert(name=DEMO_TOPIC, description="Demo: live football scores")
+        route_upsert(
+            path="/demo/scores",
+            topic=DEMO_TOPIC,
+            initial="snapshot",
+            allow_since=True,
+            description="Every match: current scores first, then live updates",
+            order=10,
+        )
+        route_upsert(
+            path="/demo/leagues/{league}",
+            topic=DEMO_TOPIC,
+            allow_since=True,
+            filters=[{"headers": {"league": "${params.league}"}}],
+            description="One league's matches (premier or liga), live",
+            order=20,
+        )
+        user_model = get_user_model()
+        if not user_model.objects.filter(username="admin").exists():
+            password = secrets.token_urlsafe(12)
+            user_model.objects.create_superuser("admin", "admin@localhost", password)
+            self.stdout.write(f"Demo admin: user 'admin', password '{password}' (shown once)")
+        return DemoProducer(bootstrap).start()
+
+    def _serve(self, options: dict[str, Any]) -> None:
+        from channels.routing import get_default_application
+
+        from streams.server import FlowServer
+
+        host, port = options["host"], options["port"]
+        interface = host.replace(":", r"\:")
+        if options["tls_cert"]:
+            endpoint = f"ssl:port={port}:interface={interface}:privateKey={options['tls_key']}:certKey={options['tls_cert']}"
+            scheme = "https"
+        else:
+            endpoint = f"tcp:port={port}:interface={interface}"
+            scheme = "http"
+        stdout = self.stdout
+
+        class AnnouncingServer(FlowServer):
+            def listen_success(self, listening: Any) -> None:
+                super().listen_success(listening)
+                address = listening.getHost()
+                shown = f"[{address.host}]" if ":" in address.host else address.host
+                stdout.write(f"Sluice listening on {scheme}://{shown}:{address.port}/")
+                sys.stdout.flush()
+
+        server = AnnouncingServer(
+            application=get_default_application(),
+            endpoints=[endpoint],
+            signal_handlers=True,
+            action_logger=None,
+            verbosity=options["verbosity_daphne"],
+            application_close_timeout=5,
+        )
+        server.run()
+
+
+def argparse_hidden() -> str:
+    import argparse
+
+    return argparse.SUPPRESS

@@ -1,0 +1,173 @@
+"""Configuration of topics and routes, edited in the admin (and later as code)."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+
+from .patterns import PatternError, pattern_compile
+from .templating import TemplateError, template_compile
+
+KAFKA_TOPIC_NAME = RegexValidator(
+    r"^[A-Za-z0-9._-]{1,249}$", "A Kafka topic name: letters, digits, '.', '_' and '-' (at most 249)."
+)
+
+
+def validate_path_pattern(value: str) -> None:
+    try:
+        pattern_compile(value)
+    except PatternError as exc:
+        raise ValidationError(str(exc), code="path_pattern") from exc
+
+
+def validate_template(value: str) -> None:
+    try:
+        template_compile(value)
+    except TemplateError as exc:
+        raise ValidationError(str(exc), code="template") from exc
+
+
+def _no_control(value: str) -> None:
+    if any(c in value for c in "\r\n\x00"):
+        raise ValidationError("CR, LF and NUL are not allowed here.", code="control_character")
+
+
+class Topic(models.Model):
+    """A Kafka topic Sluice serves, with the bounds of its in-memory cache (SPEC 2.5)."""
+
+    name = models.CharField(max_length=249, unique=True, validators=[KAFKA_TOPIC_NAME])
+    description = models.CharField(max_length=200, blank=True)
+    cache_max_messages = models.PositiveIntegerField(
+        default=10_000, validators=[MinValueValidator(1)], help_text="Records kept in memory, all partitions together."
+    )
+    cache_max_bytes = models.PositiveBigIntegerField(
+        default=16 * 1024 * 1024, validators=[MinValueValidator(1024)], help_text="Bytes kept in memory."
+    )
+    cache_max_age_seconds = models.PositiveIntegerField(
+        default=3600, validators=[MinValueValidator(1)], help_text="Records older than this leave the cache."
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Route(models.Model):
+    """A URL pattern answered with a stream of a Kafka topic (SPEC 2)."""
+
+    class Kind(models.TextChoices):
+        SSE_KAFKA = "sse-kafka", "SSE from Kafka"
+
+    class EventIdForm(models.TextChoices):
+        ETAG = "etag", "progress[/etag]"
+        KEY = "key", '["key","progress"]'
+
+    class Initial(models.TextChoices):
+        LIVE = "live", "live: from the current end"
+        EARLIEST = "earliest", "earliest: everything retained"
+        SNAPSHOT = "snapshot", "snapshot: latest value per key, then live"
+
+    class Binary(models.TextChoices):
+        SKIP = "skip", "skip (count as invalid)"
+        BASE64 = "base64", "send as base64"
+
+    order = models.IntegerField(default=0, help_text="Lower first; the first matching route wins.")
+    path = models.CharField(
+        max_length=200,
+        validators=[validate_path_pattern],
+        help_text="For example /events/{topic}: {name} matches one path segment, * anything.",
+    )
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.SSE_KAFKA)
+    topic = models.CharField(
+        max_length=300,
+        validators=[validate_template],
+        help_text="Topic name or template, e.g. ${params.topic}.",
+    )
+    event_id = models.CharField(max_length=8, choices=EventIdForm.choices, default=EventIdForm.ETAG)
+    initial = models.CharField(max_length=10, choices=Initial.choices, default=Initial.LIVE)
+    allow_since = models.BooleanField(default=False, help_text="Accept ?since=<ISO-8601 or epoch ms>.")
+    binary = models.CharField(
+        max_length=8, choices=Binary.choices, default=Binary.SKIP, help_text="Values that are not UTF-8 text."
+    )
+    retry_ms = models.PositiveIntegerField(default=2000, help_text="Reconnection delay sent to browsers.")
+    heartbeat_seconds = models.PositiveIntegerField(default=15, validators=[MinValueValidator(1)])
+    max_pending_bytes = models.PositiveIntegerField(
+        default=1024 * 1024,
+        validators=[MinValueValidator(4096)],
+        help_text="A client further behind than this is disconnected (it resumes from its last id).",
+    )
+    enabled = models.BooleanField(default=True)
+    description = models.CharField(max_length=200, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["order", "path"]
+        constraints = [models.UniqueConstraint(fields=["path"], name="route_path_unique")]
+
+    def __str__(self) -> str:
+        return self.path
+
+    def clean(self) -> None:
+        super().clean()
+        errors: dict[str, str] = {}
+        try:
+            params = set(pattern_compile(self.path).params)
+        except PatternError:
+            return  # the field validator already reported it
+        try:
+            used = template_compile(self.topic).params
+        except TemplateError:
+            return
+        unknown = sorted(used - params)
+        if unknown:
+            errors["topic"] = f"${{params.{unknown[0]}}} is not a parameter of the path {self.path}."
+        if errors:
+            raise ValidationError(errors)
+
+
+class RouteFilter(models.Model):
+    """One filter of a route: a message passes if it matches any of the route's filters."""
+
+    route = models.ForeignKey(Route, related_name="filters", on_delete=models.CASCADE)
+    key = models.CharField(
+        max_length=300,
+        blank=True,
+        validators=[validate_template, _no_control],
+        help_text="Message key (template), e.g. ${params.match}. Blank: any key.",
+    )
+    headers = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Header name to value (template), e.g. {"tag": "blue"}. All must match.',
+    )
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        parts = [f"key={self.key}"] if self.key else []
+        parts += [f"{k}={v}" for k, v in sorted((self.headers or {}).items())]
+        return ", ".join(parts) or "any message"
+
+    def clean(self) -> None:
+        super().clean()
+        if not isinstance(self.headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items()
+        ):
+            raise ValidationError({"headers": 'Give an object of header names to string values, e.g. {"tag": "blue"}.'})
+        for name, value in self.headers.items():
+            if not name or any(c in name for c in "\r\n\x00"):
+                raise ValidationError({"headers": f"'{name}' is not a usable header name."})
+            try:
+                template_compile(value)
+            except TemplateError as exc:
+                raise ValidationError({"headers": f"{name}: {exc}"}) from exc
+
+    def templates(self) -> list[str]:
+        return [self.key, *self.headers.values()] if self.key else list(self.headers.values())

@@ -1,0 +1,36 @@
+"""The worker process's hub registry, built from settings on first use."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from .hub import HubRegistry
+from .kafka import KafkaAccess
+
+_registry: HubRegistry | None = None
+
+
+def hub_registry() -> HubRegistry:
+    """This process's :class:`HubRegistry` (one Kafka consumer per topic lives in it)."""
+    global _registry
+    if _registry is None:
+        config = settings.SLUICE
+        if not config["KAFKA_BOOTSTRAP_SERVERS"]:
+            raise RuntimeError("KAFKA_BOOTSTRAP_SERVERS is not set (runstreams starts a broker when it is empty)")
+        access = KafkaAccess(
+            config["KAFKA_BOOTSTRAP_SERVERS"], timeout=config["KAFKA_TIMEOUT"], backlog_readers=config["BACKLOG_READERS"]
+        )
+        _registry = HubRegistry(access)
+    return _registry
+
+
+def hub_registry_if_started() -> HubRegistry | None:
+    return _registry
+
+
+def hub_registry_stop() -> None:
+    global _registry
+    if _registry is not None:
+        _registry.stop()
+        _registry.access.close()
+        _registry = None

@@ -1,0 +1,74 @@
+"""Reads of stream configuration, cached briefly for the hot path."""
+
+from __future__ import annotations
+
+import time
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from .cache import CacheLimits
+from .models import Route, Topic
+from .patterns import pattern_compile
+from .routing import FilterSpec, RouteSpec, RouteTable
+from .templating import template_compile
+
+_table: tuple[float, RouteTable] | None = None
+
+
+def route_table_build() -> RouteTable:
+    """Compile every enabled route, in match order."""
+    specs = []
+    for route in Route.objects.filter(enabled=True).prefetch_related("filters").order_by("order", "path"):
+        filters = tuple(
+            FilterSpec(
+                key=template_compile(f.key) if f.key else None,
+                headers=tuple((name, template_compile(value)) for name, value in sorted(f.headers.items())),
+            )
+            for f in route.filters.all()
+        )
+        specs.append(
+            RouteSpec(
+                id=route.pk,
+                pattern=pattern_compile(route.path),
+                topic=template_compile(route.topic),
+                filters=filters,
+                event_id=route.event_id,
+                initial=route.initial,
+                allow_since=route.allow_since,
+                binary=route.binary,
+                retry_ms=route.retry_ms,
+                heartbeat_seconds=route.heartbeat_seconds,
+                max_pending_bytes=route.max_pending_bytes,
+            )
+        )
+    return RouteTable(tuple(specs))
+
+
+async def route_table() -> RouteTable:
+    """The route table, rebuilt at most every ``ROUTE_CACHE_SECONDS``."""
+    global _table
+    now = time.monotonic()
+    if _table is None or now - _table[0] >= settings.SLUICE["ROUTE_CACHE_SECONDS"]:
+        _table = (now, await database_sync_to_async(route_table_build)())
+    return _table[1]
+
+
+def route_table_invalidate() -> None:
+    global _table
+    _table = None
+
+
+def topic_limits(name: str) -> CacheLimits:
+    """Cache bounds for ``name``: its Topic row, or the defaults if it has none."""
+    topic = Topic.objects.filter(name=name).first()
+    if topic is None:
+        return CacheLimits()
+    return CacheLimits(
+        max_messages=topic.cache_max_messages,
+        max_bytes=topic.cache_max_bytes,
+        max_age_seconds=float(topic.cache_max_age_seconds),
+    )
+
+
+topic_limits_async = database_sync_to_async(topic_limits)

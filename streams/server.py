@@ -1,0 +1,103 @@
+"""daphne, with Twisted's producer/consumer flow control exposed to the stream app.
+
+daphne's ``send`` writes into the transport without waiting for the socket, so
+an app cannot see a client that stopped reading. :class:`FlowServer` hands each
+HTTP request's app a :class:`RequestFlow` (``scope["extensions"]["sluice.flow"]``):
+it writes straight to the Twisted request, registers as its push producer, and
+counts the bytes written while the transport (or the HTTP/2 stream window)
+says "pause". The hub cuts a client once that count passes its bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from daphne.server import Server
+from twisted.internet.interfaces import IPushProducer
+from twisted.web import http
+from zope.interface import implementer
+
+try:  # HTTP/2 needs twisted[http2]; without it every request is HTTP/1.x.
+    from twisted.web._http2 import H2Stream
+except ImportError:  # pragma: no cover - the extra is in requirements.txt
+    H2Stream = None
+
+
+@implementer(IPushProducer)
+class RequestFlow:
+    """Direct, flow-controlled writes to one daphne request."""
+
+    __slots__ = ("request", "paused", "paused_bytes", "_registered", "_resumed", "_stopped")
+
+    def __init__(self, request: http.Request) -> None:
+        self.request = request
+        self.paused = False
+        self.paused_bytes = 0
+        self._registered = False
+        self._resumed: asyncio.Future[None] | None = None
+        self._stopped = False
+
+    def write(self, data: bytes) -> bool:
+        request = self.request
+        if self._stopped or request.finished or request.channel is None:
+            return False
+        if not self._registered:
+            request.registerProducer(self, True)
+            self._registered = True
+        if self.paused:
+            self.paused_bytes += len(data)
+        http.Request.write(request, data)
+        return True
+
+    async def wait_resumed(self) -> None:
+        if not self.paused or self._stopped:
+            return
+        if self._resumed is None:
+            self._resumed = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._resumed)
+
+    # IPushProducer, called by Twisted when the client's buffers fill and drain.
+    def pauseProducing(self) -> None:
+        self.paused = True
+
+    def resumeProducing(self) -> None:
+        self.paused = False
+        self.paused_bytes = 0
+        self._wake()
+
+    def stopProducing(self) -> None:
+        self._stopped = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._resumed is not None and not self._resumed.done():
+            self._resumed.set_result(None)
+        self._resumed = None
+
+    def release(self) -> None:
+        """Unregister from the request (before the response finishes)."""
+        if self._registered and self.request.producer is self:
+            self.request.unregisterProducer()
+        self._registered = False
+
+    def abort(self) -> None:
+        """Drop the client now: TCP reset on HTTP/1.x, RST_STREAM on HTTP/2."""
+        self._stopped = True
+        self._wake()
+        channel = self.request.channel
+        if channel is None:
+            return
+        if H2Stream is not None and isinstance(channel, H2Stream):
+            channel.abortConnection()
+        elif channel.transport is not None:
+            channel.transport.abortConnection()
+
+
+class FlowServer(Server):
+    """daphne's server, adding :class:`RequestFlow` to every HTTP scope."""
+
+    def create_application(self, protocol: Any, scope: dict[str, Any]) -> Any:
+        if scope.get("type") == "http" and isinstance(protocol, http.Request):
+            scope.setdefault("extensions", {})["sluice.flow"] = RequestFlow(protocol)
+        return super().create_application(protocol, scope)

@@ -1,0 +1,58 @@
+"""Server-Sent Events framing (SPEC 1): bytes exactly as browsers parse them.
+
+Pure functions over ``str``/``bytes``; the hub calls them once per message and
+shares the result between every subscriber that receives it.
+"""
+
+from __future__ import annotations
+
+import re
+
+CONTENT_TYPE = b"text/event-stream; charset=utf-8"
+HEARTBEAT = b":\n\n"
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_FIELD_UNSAFE = re.compile(r"[\r\n\x00]")
+
+
+def field_sanitize(value: str) -> str:
+    """Strip CR, LF and NUL, which would end or corrupt an ``id``/``event`` field."""
+    return _FIELD_UNSAFE.sub("", value)
+
+
+def data_lines(text: str) -> bytes:
+    """``data:`` lines for a payload, split on every line end a browser honours.
+
+    An empty payload still gets one ``data: `` line so the browser fires the event.
+    """
+    if "\n" not in text and "\r" not in text:
+        return b"data: " + text.encode("utf-8") + b"\n"
+    return b"".join(b"data: " + line.encode("utf-8") + b"\n" for line in _LINE_END.split(text))
+
+
+def event_body(data: str, event: str | None = None) -> bytes:
+    """Everything of an event after its ``id`` line, including the blank line."""
+    head = b"event: " + field_sanitize(event).encode("utf-8") + b"\n" if event else b""
+    return head + data_lines(data) + b"\n"
+
+
+def event_frame(event_id: str | None, body: bytes) -> bytes:
+    """A whole event: the ``id`` line (if any) followed by a body from :func:`event_body`."""
+    if event_id is None:
+        return body
+    return b"id: " + field_sanitize(event_id).encode("utf-8") + b"\n" + body
+
+
+def checkpoint_frame(event_id: str) -> bytes:
+    """An id-only event: the browser stores it as ``lastEventId`` without firing ``message``."""
+    return b"id: " + field_sanitize(event_id).encode("utf-8") + b"\n\n"
+
+
+def preamble(retry_ms: int | None, event_id: str | None) -> bytes:
+    """The first bytes of a stream: the reconnection delay and the start checkpoint."""
+    out = b""
+    if retry_ms is not None:
+        out += b"retry: " + str(int(retry_ms)).encode("ascii") + b"\n"
+    if event_id is not None:
+        out += b"id: " + field_sanitize(event_id).encode("utf-8") + b"\n"
+    return out + b"\n" if out else b""

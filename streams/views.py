@@ -1,0 +1,48 @@
+"""Pages and operational endpoints served by Django."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from .models import Route
+from .runtime import hub_registry_if_started
+
+
+def index(request: HttpRequest) -> HttpResponse:
+    """Landing page: the enabled routes, and a live view of the first one."""
+    routes = Route.objects.filter(enabled=True).order_by("order", "path")
+    return render(request, "streams/index.html", {"routes": routes})
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    registry = hub_registry_if_started()
+    hubs = registry.hubs if registry is not None else {}
+    return JsonResponse(
+        {"status": "ok", "topics": {name: {"partitions": len(hub.partitions), "subscribers": len(hub.live) + len(hub.catching_up)} for name, hub in hubs.items()}}
+    )
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text exposition of the hubs of this worker process."""
+    registry = hub_registry_if_started()
+    hubs = dict(registry.hubs) if registry is not None else {}
+    lines = [
+        "# HELP sluice_kafka_consumers Live Kafka consumers (one per topic) in this worker.",
+        "# TYPE sluice_kafka_consumers gauge",
+        f"sluice_kafka_consumers {len(hubs)}",
+    ]
+    series = {
+        "sluice_subscribers": ("gauge", "Open streams.", lambda h: len(h.live) + len(h.catching_up)),
+        "sluice_subscribers_catching_up": ("gauge", "Streams reading history.", lambda h: len(h.catching_up)),
+        "sluice_cache_records": ("gauge", "Records in the cache.", lambda h: h.cached_records),
+        "sluice_cache_bytes": ("gauge", "Bytes in the cache.", lambda h: h.cached_bytes),
+        "sluice_records_total": ("counter", "Records read from Kafka.", lambda h: h.records_in),
+        "sluice_deliveries_total": ("counter", "Events written to clients.", lambda h: h.deliveries),
+        "sluice_slow_clients_cut_total": ("counter", "Clients cut for exceeding max_pending_bytes.", lambda h: h.cut_slow),
+        "sluice_invalid_records_total": ("counter", "Records not sent: not UTF-8 text.", lambda h: h.invalid),
+    }
+    for name, (kind, help_text, value) in series.items():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        lines += [f'{name}{{topic="{topic}"}} {value(hub)}' for topic, hub in sorted(hubs.items())]
+    return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4; charset=utf-8")
