@@ -1,0 +1,225 @@
+"""Shared fixtures: the real broker, the real gateway (``runstreams``) over a socket, and clients."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streams.broker import EmbeddedBroker
+
+ROOT = Path(__file__).resolve().parent.parent
+# Async tests set up routes through the ORM before they stream; the gateway itself
+# runs in its own process without this.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[EmbeddedBroker]:
+    """A real Kafka-protocol broker (tansu) on a free loopback port."""
+    embedded = EmbeddedBroker().start()
+    yield embedded
+    embedded.stop()
+
+
+@dataclass
+class Kafka:
+    """Test helpers around the broker: unique topics, synchronous produce."""
+
+    bootstrap: str
+    _producer: Producer | None = field(default=None, repr=False)
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 2, "log_level": 0})
+        return self._producer
+
+    def topic(self, partitions: int = 1, prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        for future in admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)]).values():
+            future.result(timeout=10)
+        deadline = time.monotonic() + 10
+        while len(admin.list_topics(name, timeout=5).topics[name].partitions) < partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name} did not get {partitions} partitions")
+            time.sleep(0.05)
+        return name
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        headers: dict[str, str | bytes] | list[tuple[str, bytes]] | None = None,
+        timestamp: int | None = None,
+        flush: bool = True,
+    ) -> None:
+        kwargs: dict[str, Any] = {}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers:
+            items = headers.items() if isinstance(headers, dict) else headers
+            kwargs["headers"] = [(k, v.encode() if isinstance(v, str) else v) for k, v in items]
+        if timestamp is not None:
+            kwargs["timestamp"] = timestamp
+        self.producer.produce(
+            topic,
+            value=value.encode() if isinstance(value, str) else value,
+            key=key.encode() if isinstance(key, str) else key,
+            **kwargs,
+        )
+        if flush:
+            self.flush()
+
+    def flush(self) -> None:
+        remaining = self.producer.flush(10)
+        assert remaining == 0, f"{remaining} messages not delivered"
+
+
+@pytest.fixture(scope="session")
+def kafka(broker: EmbeddedBroker) -> Kafka:
+    return Kafka(broker.bootstrap)
+
+
+def database_url(settings_dict: dict[str, Any]) -> str:
+    """A DATABASE_URL naming the test database, for the gateway subprocess."""
+    engine = settings_dict["ENGINE"]
+    name = settings_dict["NAME"]
+    if "sqlite" in engine:
+        return f"sqlite:///{name}"
+    user = settings_dict.get("USER") or ""
+    password = settings_dict.get("PASSWORD") or ""
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{auth}{host}:{port}/{name}"
+
+
+class Gateway:
+    """``manage.py runstreams`` in a subprocess, talking to the test database and broker."""
+
+    def __init__(self, env: dict[str, str], extra_args: list[str] | None = None) -> None:
+        self.env = env
+        self.extra_args = extra_args or []
+        self.process: subprocess.Popen[str] | None = None
+        self.url = ""
+        self.port = 0
+        self.output: list[str] = []
+
+    def start(self, port: int = 0, timeout: float = 30.0) -> Gateway:
+        self.process = subprocess.Popen(
+            [sys.executable, "-u", str(ROOT / "manage.py"), "runstreams", "--port", str(port), *self.extra_args],
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        found = threading.Event()
+
+        def pump() -> None:
+            assert self.process is not None and self.process.stdout is not None
+            for line in self.process.stdout:
+                self.output.append(line)
+                match = re.search(r"listening on (http\S*)://([^/\s]+):(\d+)/", line)
+                if match:
+                    self.port = int(match.group(3))
+                    self.url = f"{match.group(1)}://127.0.0.1:{self.port}"
+                    found.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not found.wait(timeout):
+            self.stop()
+            raise RuntimeError("gateway did not start:\n" + "".join(self.output))
+        return self
+
+    def stop(self, sig: int | None = None) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            if sig is None:
+                self.process.terminate()
+            else:
+                self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def restart(self) -> Gateway:
+        """Stop and start again on the same port (clients reconnect to the same URL)."""
+        port = self.port
+        self.stop()
+        return self.start(port=port)
+
+    def metric(self, text: str, name: str, topic: str | None = None) -> float:
+        for line in text.splitlines():
+            if line.startswith(name) and (topic is None or f'topic="{topic}"' in line):
+                rest = line[len(name) :]
+                if rest.startswith(" ") or rest.startswith("{"):
+                    return float(line.rsplit(" ", 1)[1])
+        raise KeyError(name)
+
+
+def gateway_env(kafka: Kafka, **extra: str) -> dict[str, str]:
+    from django.db import connection
+
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": database_url(connection.settings_dict),
+            "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap,
+            "SLUICE_DEV": "1",
+            "SLUICE_ROUTE_CACHE_SECONDS": "0",
+            "SLUICE_KAFKA_TIMEOUT": "5",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.pop("SLUICE_TEST_DB_NAME", None)
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def gateway(django_db_setup: None, django_db_blocker: Any, kafka: Kafka) -> Iterator[Gateway]:
+    """One gateway for the session; tests add their own routes (committed, see ``stream_db``)."""
+    with django_db_blocker.unblock():
+        server = Gateway(gateway_env(kafka)).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def stream_db(transactional_db: None) -> None:
+    """Committed writes, so the gateway process sees the routes a test creates."""
+
+
+@pytest.fixture
+def route(stream_db: None) -> Any:
+    """Factory: ``route(path=..., topic=..., **fields)`` through the services layer."""
+    from streams.services import route_upsert
+
+    def make(**fields: Any) -> Any:
+        return route_upsert(**fields)
+
+    return make
