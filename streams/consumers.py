@@ -151,7 +151,8 @@ class StreamConsumer:
         route = self.route
         if scope["method"] not in STREAM_METHODS:
             raise MethodNotAllowed(
-                f"{scope['method']} is not allowed on a stream", headers=[(b"allow", ", ".join(STREAM_METHODS).encode())]
+                f"{scope['method']} is not allowed on a stream",
+                headers=[(b"allow", ", ".join(STREAM_METHODS).encode())],
             )
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         last = last_event_id_read(scope, query)

@@ -79,9 +79,13 @@ class KafkaAccess:
         except KafkaException as exc:
             raise KafkaUnavailable(str(exc)) from exc
         described = metadata.topics.get(topic)
-        if described is None or described.error is not None and described.error.code() in (
-            KafkaError.UNKNOWN_TOPIC_OR_PART,
-            KafkaError._UNKNOWN_TOPIC,
+        if described is None or (
+            described.error is not None
+            and described.error.code()
+            in (
+                KafkaError.UNKNOWN_TOPIC_OR_PART,
+                KafkaError._UNKNOWN_TOPIC,
+            )
         ):
             raise TopicNotFound(topic)
         if described.error is not None:
@@ -185,7 +189,9 @@ class BacklogReader:
         self._consumer: Consumer | None = None
         self._assigned: dict[int, int] = {}
 
-    def read(self, ranges: dict[int, tuple[int, int]], max_records: int, max_bytes: int) -> tuple[list[Record], dict[int, int]]:
+    def read(
+        self, ranges: dict[int, tuple[int, int]], max_records: int, max_bytes: int
+    ) -> tuple[list[Record], dict[int, int]]:
         """Read records in ``[start, stop)`` per partition (blocking; run it in the pool).
 
         Returns the records and, per partition, how far the read got: the next

@@ -18,7 +18,9 @@ def hub_registry() -> HubRegistry:
         if not config["KAFKA_BOOTSTRAP_SERVERS"]:
             raise RuntimeError("KAFKA_BOOTSTRAP_SERVERS is not set (runstreams starts a broker when it is empty)")
         access = KafkaAccess(
-            config["KAFKA_BOOTSTRAP_SERVERS"], timeout=config["KAFKA_TIMEOUT"], backlog_readers=config["BACKLOG_READERS"]
+            config["KAFKA_BOOTSTRAP_SERVERS"],
+            timeout=config["KAFKA_TIMEOUT"],
+            backlog_readers=config["BACKLOG_READERS"],
         )
         _registry = HubRegistry(access)
     return _registry

@@ -19,7 +19,13 @@ def healthz(request: HttpRequest) -> JsonResponse:
     registry = hub_registry_if_started()
     hubs = registry.hubs if registry is not None else {}
     return JsonResponse(
-        {"status": "ok", "topics": {name: {"partitions": len(hub.partitions), "subscribers": len(hub.live) + len(hub.catching_up)} for name, hub in hubs.items()}}
+        {
+            "status": "ok",
+            "topics": {
+                name: {"partitions": len(hub.partitions), "subscribers": len(hub.live) + len(hub.catching_up)}
+                for name, hub in hubs.items()
+            },
+        }
     )
 
 
@@ -39,7 +45,11 @@ def metrics(request: HttpRequest) -> HttpResponse:
         "sluice_cache_bytes": ("gauge", "Bytes in the cache.", lambda h: h.cached_bytes),
         "sluice_records_total": ("counter", "Records read from Kafka.", lambda h: h.records_in),
         "sluice_deliveries_total": ("counter", "Events written to clients.", lambda h: h.deliveries),
-        "sluice_slow_clients_cut_total": ("counter", "Clients cut for exceeding max_pending_bytes.", lambda h: h.cut_slow),
+        "sluice_slow_clients_cut_total": (
+            "counter",
+            "Clients cut for exceeding max_pending_bytes.",
+            lambda h: h.cut_slow,
+        ),
         "sluice_invalid_records_total": ("counter", "Records not sent: not UTF-8 text.", lambda h: h.invalid),
     }
     for name, (kind, help_text, value) in series.items():

@@ -23,7 +23,9 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="Port to listen on (0: any free port).")
         parser.add_argument("--tls-cert", help="PEM certificate: serve HTTPS (HTTP/2 where the client offers it).")
         parser.add_argument("--tls-key", help="PEM private key for --tls-cert.")
-        parser.add_argument("--demo", action="store_true", help="Migrate, create a demo admin, topic, route and live data.")
+        parser.add_argument(
+            "--demo", action="store_true", help="Migrate, create a demo admin, topic, route and live data."
+        )
         parser.add_argument("--verbosity-daphne", type=int, default=1, help=argparse_hidden())
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -40,7 +42,9 @@ class Command(BaseCommand):
                 raise CommandError(f"could not start the embedded broker: {exc}") from exc
             settings.SLUICE["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap
             os.environ["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap
-            self.stdout.write(f"No KAFKA_BOOTSTRAP_SERVERS: started the embedded broker (tansu, memory) on {broker.bootstrap}")
+            self.stdout.write(
+                f"No KAFKA_BOOTSTRAP_SERVERS: started the embedded broker (tansu, memory) on {broker.bootstrap}"
+            )
         try:
             if options["demo"]:
                 producer = self._demo_setup()
@@ -97,7 +101,9 @@ class Command(BaseCommand):
         host, port = options["host"], options["port"]
         interface = host.replace(":", r"\:")
         if options["tls_cert"]:
-            endpoint = f"ssl:port={port}:interface={interface}:privateKey={options['tls_key']}:certKey={options['tls_cert']}"
+            endpoint = (
+                f"ssl:port={port}:interface={interface}:privateKey={options['tls_key']}:certKey={options['tls_cert']}"
+            )
             scheme = "https"
         else:
             endpoint = f"tcp:port={port}:interface={interface}"
