@@ -187,7 +187,8 @@ class StreamConsumer:
 
         gone = asyncio.ensure_future(client_gone())
         try:
-            await asyncio.wait({gone, sub.closed}, return_when=asyncio.FIRST_COMPLETED)
+            waiters: list[asyncio.Future[Any]] = [gone, sub.closed]
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
         return not sub.closed.done()

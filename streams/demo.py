@@ -66,7 +66,7 @@ class DemoProducer:
     def step(self) -> None:
         index = self._random.randrange(len(self._matches))
         match = self._matches[index]
-        headers = [("league", match.league.encode())]
+        headers: list[tuple[str, str | bytes | None]] = [("league", match.league.encode())]
         match.minute += self._random.randint(1, 6)
         if match.minute >= 90:
             self._producer.produce(DEMO_TOPIC, key=match.key.encode(), value=None, headers=headers)

@@ -29,6 +29,13 @@ class TopicNotFound(Exception):
     """The topic does not exist on the cluster."""
 
 
+def _where(message: Any) -> tuple[int, int]:
+    """Partition and offset of a consumed message (always set on fetched ones)."""
+    partition, offset = message.partition(), message.offset()
+    assert partition is not None and offset is not None
+    return partition, offset
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionEnd:
     """A fetch reached the end of a partition; ``offset`` is the true next offset."""
@@ -169,7 +176,7 @@ class LiveFetcher:
                     if error is None:
                         batch.append(Record.from_kafka(message))
                     elif error.code() == KafkaError._PARTITION_EOF:
-                        batch.append(PartitionEnd(message.partition(), message.offset()))
+                        batch.append(PartitionEnd(*_where(message)))
                     else:
                         logger.warning("fetch from %s: %s", self.topic, error)
                 if batch:
@@ -222,19 +229,18 @@ class BacklogReader:
                 continue
             idle_polls = 0
             for message in messages:
-                partition = message.partition()
+                partition, offset = _where(message)
                 if partition not in pending:
                     continue
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        positions[partition] = max(positions[partition], min(message.offset(), stops[partition]))
+                        positions[partition] = max(positions[partition], min(offset, stops[partition]))
                         if positions[partition] >= stops[partition]:
                             pending.discard(partition)
                         continue
                     logger.warning("backlog read of %s: %s", self.topic, error)
                     continue
-                offset = message.offset()
                 if offset >= stops[partition]:
                     overshot = True
                     positions[partition] = stops[partition]

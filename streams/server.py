@@ -19,9 +19,11 @@ from twisted.web import http
 from zope.interface import implementer
 
 try:  # HTTP/2 needs twisted[http2]; without it every request is HTTP/1.x.
-    from twisted.web._http2 import H2Stream
+    from twisted.web._http2 import H2Stream as _H2Stream
+
+    H2_STREAM: type | None = _H2Stream
 except ImportError:  # pragma: no cover - the extra is in requirements.txt
-    H2Stream = None
+    H2_STREAM = None
 
 
 @implementer(IPushProducer)
@@ -85,10 +87,10 @@ class RequestFlow:
         """Drop the client now: TCP reset on HTTP/1.x, RST_STREAM on HTTP/2."""
         self._stopped = True
         self._wake()
-        channel = self.request.channel
+        channel: Any = self.request.channel
         if channel is None:
             return
-        if H2Stream is not None and isinstance(channel, H2Stream):
+        if H2_STREAM is not None and isinstance(channel, H2_STREAM):
             channel.abortConnection()
         elif channel.transport is not None:
             channel.transport.abortConnection()
