@@ -32,7 +32,8 @@ class TopicNotFound(Exception):
 def _where(message: Any) -> tuple[int, int]:
     """Partition and offset of a consumed message (always set on fetched ones)."""
     partition, offset = message.partition(), message.offset()
-    assert partition is not None and offset is not None
+    assert partition is not None
+    assert offset is not None
     return partition, offset
 
 

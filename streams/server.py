@@ -21,7 +21,7 @@ from zope.interface import implementer
 try:  # HTTP/2 needs twisted[http2]; without it every request is HTTP/1.x.
     from twisted.web._http2 import H2Stream as _H2Stream
 
-    H2_STREAM: type | None = _H2Stream
+    H2_STREAM: type[Any] | None = _H2Stream
 except ImportError:  # pragma: no cover - the extra is in requirements.txt
     H2_STREAM = None
 
