@@ -10,7 +10,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 django_application = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up first)
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from streams.consumers import StreamRouter  # noqa: E402
 
-application = ProtocolTypeRouter({"http": StreamRouter(fallback=django_application)})
+# The admin's and pages' static files come from the same server: one process to run.
+application = ProtocolTypeRouter({"http": StreamRouter(fallback=ASGIStaticFilesHandler(django_application))})

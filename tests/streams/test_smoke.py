@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.sse import EventParser
+
+pytestmark = pytest.mark.services
 
 
 async def test_stream_delivers_live_event(gateway, kafka, route) -> None:
