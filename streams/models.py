@@ -161,13 +161,30 @@ class RouteFilter(models.Model):
             isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items()
         ):
             raise ValidationError({"headers": 'Give an object of header names to string values, e.g. {"tag": "blue"}.'})
+        params = self._route_params()
         for name, value in self.headers.items():
             if not name or any(c in name for c in "\r\n\x00"):
                 raise ValidationError({"headers": f"'{name}' is not a usable header name."})
             try:
-                template_compile(value)
+                used = template_compile(value).params
             except TemplateError as exc:
                 raise ValidationError({"headers": f"{name}: {exc}"}) from exc
+            if params is not None and used - params:
+                raise ValidationError({"headers": f"{name}: ${{params.{min(used - params)}}} is not a path parameter."})
+        if self.key and params is not None:
+            try:
+                used = template_compile(self.key).params
+            except TemplateError:
+                return  # the field validator already reported it
+            if used - params:
+                raise ValidationError({"key": f"${{params.{min(used - params)}}} is not a path parameter."})
+
+    def _route_params(self) -> frozenset[str] | None:
+        """Parameters of the route's path; None while the route or its path is not usable."""
+        try:
+            return frozenset(pattern_compile(self.route.path).params)
+        except (Route.DoesNotExist, PatternError):
+            return None
 
     def templates(self) -> list[str]:
         return [self.key, *self.headers.values()] if self.key else list(self.headers.values())
