@@ -134,7 +134,8 @@ class Gateway:
         found = threading.Event()
 
         def pump() -> None:
-            assert self.process is not None and self.process.stdout is not None
+            assert self.process is not None
+            assert self.process.stdout is not None
             for line in self.process.stdout:
                 self.output.append(line)
                 match = re.search(r"listening on (http\S*)://([^/\s]+):(\d+)/", line)
