@@ -33,6 +33,7 @@ class Record:
         "_bodies",
         "_frame",
         "_frame_form",
+        "_other_frames",
     )
 
     def __init__(
@@ -63,6 +64,7 @@ class Record:
         self._bodies: dict[str, bytes | None] = {}
         self._frame: bytes | None = None
         self._frame_form: tuple[str, str] | None = None
+        self._other_frames: dict[tuple[str, str], bytes | None] | None = None
 
     @classmethod
     def from_kafka(cls, message: Any) -> Record:
@@ -111,12 +113,20 @@ class Record:
         return event_frame(self.event_id(progress_id, form), body)
 
     def live_frame(self, form: str, binary: str) -> bytes | None:
-        """The frame every live subscriber shares: encoded on first use, then reused."""
+        """The frame every live subscriber shares: encoded on first use, then reused.
+
+        The common case (every stream of the topic wants the same form) keeps one
+        frame in a slot; other forms go to a small dict.
+        """
         wanted = (form, binary)
         if self._frame_form == wanted:
             return self._frame
         assert self.progress_id is not None, "live frames need the hub's progress"
-        frame = self.frame(self.progress_id, form, binary)
         if self._frame_form is None:
-            self._frame, self._frame_form = frame, wanted
-        return frame
+            self._frame, self._frame_form = self.frame(self.progress_id, form, binary), wanted
+            return self._frame
+        if self._other_frames is None:
+            self._other_frames = {}
+        if wanted not in self._other_frames:
+            self._other_frames[wanted] = self.frame(self.progress_id, form, binary)
+        return self._other_frames[wanted]
