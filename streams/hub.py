@@ -280,15 +280,10 @@ class TopicHub:
 
     async def _plan_since(self, since_ms: int) -> StartPlan:
         positions: dict[int, int] = {}
-        lookup: list[int] = []
-        for p in self.partitions:
-            cache = self.caches[p]
-            oldest = cache.oldest()
-            if oldest is not None and oldest.timestamp < since_ms:
-                found = cache.first_at_or_after(since_ms)
-                positions[p] = found.offset if found is not None else self.next[p]
-            else:
-                lookup.append(p)
+        # Ask Kafka for every partition, even when the cache holds records older than
+        # `since`: timestamps need not grow with offsets, so a record before the cache
+        # may still be newer. The cache serves the catch-up, not this answer.
+        lookup = list(self.partitions)
         pending: set[int] = set()
         if lookup:
             # The broker's answer is only a lower bound (some answer 0), so the

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -20,6 +21,9 @@ PROGRESS_VERSION = 0x01
 MAX_EVENT_ID_BYTES = 1024
 # A topic with more partitions than this is not something an id should claim.
 _MAX_PARTITIONS = 100_000
+# Whole quanta, then an optional last one with or without its padding. The
+# standard decoder would silently drop stray characters and extra '='.
+_B64URL = re.compile(r"(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2}(?:==)?|[A-Za-z0-9_-]{3}=?)?\Z")
 
 
 class EventIdError(ValueError):
@@ -59,7 +63,7 @@ def b64url_encode(raw: bytes) -> str:
 
 def b64url_decode(text: str) -> bytes:
     """Decode base64url, padded or not; raise :class:`EventIdError` on bad input."""
-    if not text.isascii() or any(c in text for c in "+/\r\n "):
+    if not _B64URL.match(text):
         raise EventIdError("not base64url")
     try:
         return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
@@ -125,6 +129,8 @@ def event_id_parse(text: str) -> EventId:
             or not isinstance(parsed[1], str)
         ):
             raise EventIdError('last event id must be ["<key>|null","<progress>"]')
+        if parsed[1].startswith("["):
+            raise EventIdError("last event id arrays do not nest")
         key = None if parsed[0] is None else b64url_decode(parsed[0])
         inner = event_id_parse(parsed[1])
         return EventId(progress=inner.progress, etag=inner.etag, key=key)

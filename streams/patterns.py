@@ -46,7 +46,7 @@ def pattern_compile(source: str) -> PathPattern:
         text = token.group(0)
         if text == "*":
             parts.append(".*")
-        elif text in "{}":
+        elif text in ("{", "}"):
             raise PatternError(f"unbalanced '{text}' at position {token.start()}")
         else:
             name = token.group(1)
