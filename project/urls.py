@@ -6,6 +6,9 @@ from django.contrib import admin
 from django.urls import path
 
 from streams import views
+from streams.responses import not_found
+
+handler404 = not_found
 
 urlpatterns = [
     path("", views.index, name="index"),

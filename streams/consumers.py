@@ -62,11 +62,12 @@ def last_event_id_read(scope: Scope, query: dict[str, list[str]]) -> EventId | N
     """``Last-Event-ID`` header, else the ``lastEventId`` query parameter (SPEC 1)."""
     raw: str | None = None
     for name, value in scope.get("headers", []):
-        if name == b"last-event-id":
+        if name == b"last-event-id" and value:
             if len(value) > MAX_EVENT_ID_BYTES:
                 raise InvalidLastEventId(f"Last-Event-ID is longer than {MAX_EVENT_ID_BYTES} bytes")
             raw = value.decode("latin-1")
             break
+    # An empty header (a client with no id yet) falls back to the query parameter.
     if raw is None and "lastEventId" in query:
         raw = query["lastEventId"][0]
     if raw is None or raw == "":

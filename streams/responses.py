@@ -1,0 +1,15 @@
+"""Error pages: JSON for API and stream clients, HTML for people."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """404: a JSON body unless the client asked for a page (a browser navigating)."""
+    if "text/html" in request.headers.get("accept", ""):
+        return page_not_found(request, exception or Exception())
+    return JsonResponse(
+        {"error": "not_found", "status": 404, "detail": f"no route or page for {request.path}"}, status=404
+    )
