@@ -11,9 +11,12 @@ says "pause". The hub cuts a client once that count passes its bound.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from typing import Any
 
 from daphne.server import Server
+from twisted.internet import reactor  # daphne installed the asyncio reactor already
 from twisted.internet.interfaces import IPushProducer
 from twisted.web import http
 from zope.interface import implementer
@@ -43,7 +46,9 @@ class RequestFlow:
     def write(self, data: bytes) -> bool:
         request = self.request
         if self._stopped or request.finished or request.channel is None:
-            return False
+            # Gone, not slow: the data is dropped and the stream app ends on the
+            # http.disconnect daphne sends it (a False here would count a cut).
+            return True
         if not self._registered:
             request.registerProducer(self, True)
             self._registered = True
@@ -79,7 +84,8 @@ class RequestFlow:
 
     def release(self) -> None:
         """Unregister from the request (before the response finishes)."""
-        if self._registered and self.request.producer is self:
+        # After connectionLost the request has no channel left to unregister from.
+        if self._registered and self.request.producer is self and self.request.channel is not None:
             self.request.unregisterProducer()
         self._registered = False
 
@@ -97,7 +103,32 @@ class RequestFlow:
 
 
 class FlowServer(Server):
-    """daphne's server, adding :class:`RequestFlow` to every HTTP scope."""
+    """daphne's server, adding :class:`RequestFlow` to every HTTP scope.
+
+    With :meth:`adopt_socket` it serves an inherited listening socket instead of
+    its endpoints (the worker processes of ``runstreams --workers``).
+    """
+
+    _adopted_fd: int | None = None
+
+    def adopt_socket(self, fd: int) -> None:
+        self._adopted_fd = fd
+        self.endpoints: list[str] = []
+
+    def run(self) -> None:
+        if self._adopted_fd is not None:
+            reactor.callWhenRunning(self._adopt)
+        super().run()
+
+    def _adopt(self) -> None:
+        assert self._adopted_fd is not None
+        sock = socket.socket(fileno=os.dup(self._adopted_fd))
+        family = sock.family
+        sock.close()
+        os.set_blocking(self._adopted_fd, False)  # Twisted adopts non-blocking sockets only
+        port = reactor.adoptStreamPort(self._adopted_fd, family, self.http_factory)
+        self.listeners.append(port)
+        self.listen_success(port)
 
     def create_application(self, protocol: Any, scope: dict[str, Any]) -> Any:
         if scope.get("type") == "http" and isinstance(protocol, http.Request):

@@ -26,6 +26,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--demo", action="store_true", help="Migrate, create a demo admin, topic, route and live data."
         )
+        parser.add_argument(
+            "--workers", type=int, default=1, help="Worker processes sharing the port, each with its own hubs."
+        )
+        parser.add_argument("--listen-fd", type=int, help=argparse_hidden())
         parser.add_argument("--verbosity-daphne", type=int, default=1, help=argparse_hidden())
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -33,6 +37,10 @@ class Command(BaseCommand):
 
         if bool(options["tls_cert"]) != bool(options["tls_key"]):
             raise CommandError("--tls-cert and --tls-key go together")
+        if options["workers"] < 1:
+            raise CommandError("--workers must be at least 1")
+        if options["workers"] > 1 and options["tls_cert"]:
+            raise CommandError("--workers above 1 serves plain HTTP only; terminate TLS in front, or use one worker")
         broker: EmbeddedBroker | None = None
         producer = None
         if not settings.SLUICE["KAFKA_BOOTSTRAP_SERVERS"]:
@@ -48,7 +56,10 @@ class Command(BaseCommand):
         try:
             if options["demo"]:
                 producer = self._demo_setup()
-            self._serve(options)
+            if options["workers"] > 1:
+                self._supervise(options)
+            else:
+                self._serve(options)
         finally:
             from streams.runtime import hub_registry_stop
 
@@ -93,6 +104,31 @@ class Command(BaseCommand):
             self.stdout.write(f"Demo admin: user 'admin', password '{password}' (shown once)")
         return DemoProducer(bootstrap).start()
 
+    def _supervise(self, options: dict[str, Any]) -> None:
+        from streams.workers import Supervisor, listening_socket
+
+        try:
+            sock = listening_socket(options["host"], options["port"])
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {options['host']}:{options['port']}: {exc}") from exc
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+
+        def command(fd: int) -> list[str]:
+            return [
+                sys.executable,
+                sys.argv[0],
+                "runstreams",
+                "--listen-fd",
+                str(fd),
+                "--verbosity-daphne",
+                str(options["verbosity_daphne"]),
+            ]
+
+        self.stdout.write(f"Sluice listening on http://{shown}:{port}/ ({options['workers']} workers)")
+        sys.stdout.flush()
+        Supervisor(command, sock, options["workers"]).run()
+
     def _serve(self, options: dict[str, Any]) -> None:
         from channels.routing import get_default_application
 
@@ -126,6 +162,8 @@ class Command(BaseCommand):
             verbosity=options["verbosity_daphne"],
             application_close_timeout=5,
         )
+        if options["listen_fd"] is not None:
+            server.adopt_socket(options["listen_fd"])
         server.run()
 
 

@@ -1,0 +1,99 @@
+"""Several ``runstreams`` worker processes on one listening socket.
+
+The supervisor binds the socket once and starts N children that each adopt
+it (``--listen-fd``) and run their own daphne, hubs and Kafka consumers; the
+kernel spreads new connections between them. A child that dies is started
+again; SIGTERM/SIGINT stop them all.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+
+logger = logging.getLogger("sluice.workers")
+
+# A child that dies sooner than this after starting is not restarted at once.
+_RESTART_BACKOFF_SECONDS = 1.0
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: get SIGTERM if the supervisor dies (Linux)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """A bound, listening, inheritable TCP socket."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(backlog)
+    sock.set_inheritable(True)
+    return sock
+
+
+class Supervisor:
+    """Runs ``count`` children made by ``command(fd)`` until told to stop."""
+
+    def __init__(self, command: Callable[[int], Sequence[str]], sock: socket.socket, count: int) -> None:
+        self._command = command
+        self._sock = sock
+        self._count = count
+        self._children: list[tuple[subprocess.Popen[bytes], float]] = []
+        self._stopping = False
+
+    def _spawn(self) -> tuple[subprocess.Popen[bytes], float]:
+        fd = self._sock.fileno()
+        process = subprocess.Popen(
+            list(self._command(fd)),
+            pass_fds=(fd,),
+            stdin=subprocess.DEVNULL,
+            cwd=Path(sys.argv[0]).resolve().parent,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+        return process, time.monotonic()
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        self._stopping = True
+
+    def run(self) -> None:
+        previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self._children = [self._spawn() for _ in range(self._count)]
+            while not self._stopping:
+                time.sleep(0.2)
+                for index, (process, started) in enumerate(self._children):
+                    if process.poll() is None or self._stopping:
+                        continue
+                    if time.monotonic() - started < _RESTART_BACKOFF_SECONDS:
+                        continue
+                    logger.warning("worker %s exited with %s; starting another", process.pid, process.returncode)
+                    self._children[index] = self._spawn()
+        finally:
+            for process, _ in self._children:
+                if process.poll() is None:
+                    process.terminate()
+            for process, _ in self._children:
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self._sock.close()

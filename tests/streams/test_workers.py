@@ -1,0 +1,90 @@
+"""``runstreams --workers 2``: two processes on one port, each with its own hub; a dead one is replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import Gateway, gateway_env
+from tests.sse import EventParser
+
+pytestmark = pytest.mark.slow
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def wait_for(condition, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.05)
+
+
+async def receive_one(client: httpx.AsyncClient, path: str, produced: asyncio.Event) -> str:
+    parser = EventParser()
+    async with client.stream("GET", path) as response:
+        assert response.status_code == 200
+        chunks = response.aiter_raw()
+        parser.feed(await anext(chunks))
+        produced.set()
+        while True:
+            for event in parser.feed(await anext(chunks)):
+                if event.has_data:
+                    return event.data
+
+
+@pytest.fixture
+def two_workers(django_db_blocker, kafka):
+    with django_db_blocker.unblock():
+        gateway = Gateway(gateway_env(kafka), extra_args=["--workers", "2"]).start()
+    yield gateway
+    gateway.stop()
+
+
+async def test_two_workers_share_the_port_and_a_dead_one_is_replaced(two_workers: Gateway, kafka, route) -> None:
+    assert two_workers.process is not None
+    supervisor = two_workers.process.pid
+    workers = wait_for(lambda: len(children_of(supervisor)) == 2 and children_of(supervisor), what="two workers")
+    topic = kafka.topic(partitions=2)
+    route(path="/w/{topic}", topic="${params.topic}")
+
+    async def round_trip(n: int, value: str) -> list[str]:
+        started = [asyncio.Event() for _ in range(n)]
+        async with httpx.AsyncClient(base_url=two_workers.url, timeout=20, limits=httpx.Limits(max_connections=n)) as c:
+            tasks = [asyncio.create_task(receive_one(c, f"/w/{topic}", started[i])) for i in range(n)]
+            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in started)), timeout=30)
+            kafka.produce(topic, value, partition=1)
+            return await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
+
+    assert await round_trip(8, "first") == ["first"] * 8
+
+    victim = min(workers)
+    os.kill(victim, signal.SIGKILL)
+    replaced = wait_for(
+        lambda: len(children_of(supervisor)) == 2 and victim not in children_of(supervisor) and children_of(supervisor),
+        what="a replacement worker",
+    )
+    assert victim not in replaced
+    # The replacement needs a moment to listen; streams keep being served meanwhile by the other.
+    assert await round_trip(8, "second") == ["second"] * 8
