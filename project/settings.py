@@ -128,6 +128,9 @@ SLUICE = {
     "KAFKA_TIMEOUT": env.float("SLUICE_KAFKA_TIMEOUT", default=5.0),
     # Seconds the route table is reused before it is read again from the database.
     "ROUTE_CACHE_SECONDS": env.float("SLUICE_ROUTE_CACHE_SECONDS", default=1.0),
+    # After the first new record, how long the topic fetcher waits for more to batch
+    # (bounds the latency it adds; larger batches mean fewer writes per client).
+    "FETCH_LINGER_MS": env.float("SLUICE_FETCH_LINGER_MS", default=5.0),
     # Concurrent catch-up reads from Kafka (resumes older than the cache) per worker.
     "BACKLOG_READERS": env.int("SLUICE_BACKLOG_READERS", default=4),
 }

@@ -6,6 +6,7 @@ stream opens at once on any Kafka (and on brokers where group joins are slow).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import uuid
@@ -66,13 +67,16 @@ def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
 class KafkaAccess:
     """Metadata and offset look-ups for one cluster, on a small thread pool."""
 
-    def __init__(self, bootstrap: str, timeout: float, backlog_readers: int = 4) -> None:
+    def __init__(
+        self, bootstrap: str, timeout: float, backlog_readers: int = 4, fetch_linger_seconds: float = 0.005
+    ) -> None:
         self.bootstrap = bootstrap
         self.timeout = timeout
+        self.fetch_linger_seconds = fetch_linger_seconds
         self.executor = ThreadPoolExecutor(max_workers=2 + backlog_readers, thread_name_prefix="sluice-kafka")
         self._lookup: Consumer | None = None
         self._lookup_lock = threading.Lock()
-        self.backlog_slots = threading.BoundedSemaphore(backlog_readers)
+        self.backlog_slots = asyncio.Semaphore(backlog_readers)
 
     def _lookup_consumer(self) -> Consumer:
         with self._lookup_lock:
@@ -154,6 +158,7 @@ class LiveFetcher:
         self._consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
         self._deliver = deliver
         self._batch_size = batch_size
+        self._linger = access.fetch_linger_seconds
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"sluice-fetch-{topic}", daemon=True)
 
@@ -168,9 +173,13 @@ class LiveFetcher:
         consumer = self._consumer
         try:
             while not self._stopping.is_set():
-                messages = consumer.consume(num_messages=self._batch_size, timeout=0.1)
-                if not messages:
+                # Wait for the first record only, then take what arrives within the
+                # linger: a record waits at most that long for company, and a busy
+                # topic still gets large batches (one write per client per batch).
+                first = consumer.poll(0.1)
+                if first is None:
                     continue
+                messages = [first, *consumer.consume(num_messages=self._batch_size - 1, timeout=self._linger)]
                 batch: list[Record | PartitionEnd] = []
                 for message in messages:
                     error = message.error()
@@ -196,6 +205,8 @@ class BacklogReader:
         self._access = access
         self._consumer: Consumer | None = None
         self._assigned: dict[int, int] = {}
+        # Per partition: just past the last record (or end) this consumer handed out.
+        self._fetched: dict[int, int] = {}
 
     def read(
         self, ranges: dict[int, tuple[int, int]], max_records: int, max_bytes: int
@@ -206,15 +217,22 @@ class BacklogReader:
         offset to read, never beyond ``stop``. A start below the log start moves
         to the log start.
         """
-        if self._consumer is None:
-            self._consumer = Consumer(consumer_config(self._access.bootstrap))
-        consumer = self._consumer
         positions = {p: start for p, (start, _) in ranges.items()}
         if positions != self._assigned:
-            consumer.assign(
+            if any(o < self._fetched.get(p, -1) for p, o in positions.items()):
+                # librdkafka applies assign() asynchronously: records and ends fetched for
+                # the old positions can still come out after it, and when the new range
+                # starts below them they would pass for its next records. A fresh consumer
+                # has none (going forward, the filter below drops them).
+                self.close()
+            if self._consumer is None:
+                self._consumer = Consumer(consumer_config(self._access.bootstrap))
+            self._consumer.assign(
                 [TopicPartition(self.topic, p, o if o >= 0 else OFFSET_BEGINNING) for p, o in positions.items()]
             )
             self._assigned = dict(positions)
+        consumer = self._consumer
+        assert consumer is not None
         stops = {p: stop for p, (_, stop) in ranges.items()}
         pending = {p for p in ranges if positions[p] < stops[p]}
         records: list[Record] = []
@@ -231,11 +249,17 @@ class BacklogReader:
             idle_polls = 0
             for message in messages:
                 partition, offset = _where(message)
-                if partition not in pending:
-                    continue
                 error = message.error()
+                is_end = error is not None and error.code() == KafkaError._PARTITION_EOF
+                if error is None or is_end:
+                    self._fetched[partition] = max(self._fetched.get(partition, -1), offset if is_end else offset + 1)
+                if partition not in pending:
+                    overshot = True  # the consumer has moved on past `positions` here
+                    continue
+                if error is None and offset < positions[partition]:
+                    continue  # fetched for an earlier assignment
                 if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
+                    if is_end:
                         positions[partition] = max(positions[partition], min(offset, stops[partition]))
                         if positions[partition] >= stops[partition]:
                             pending.discard(partition)
@@ -263,3 +287,5 @@ class BacklogReader:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+        self._assigned = {}
+        self._fetched = {}

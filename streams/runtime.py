@@ -21,6 +21,7 @@ def hub_registry() -> HubRegistry:
             config["KAFKA_BOOTSTRAP_SERVERS"],
             timeout=config["KAFKA_TIMEOUT"],
             backlog_readers=config["BACKLOG_READERS"],
+            fetch_linger_seconds=config["FETCH_LINGER_MS"] / 1000,
         )
         _registry = HubRegistry(access)
     return _registry
