@@ -131,6 +131,9 @@ class TopicHub:
         self.deliveries = 0
         self.cut_slow = 0
         self.invalid = 0
+        # Catch-ups that read the cache / Kafka (a catch-up counts once per source it used).
+        self.catch_ups_cache = 0
+        self.catch_ups_kafka = 0
         self._progress_id: str | None = None
         self._ready = asyncio.Event()
         self._ended: set[int] = set()
@@ -192,14 +195,16 @@ class TopicHub:
         nxt = self.next
         for item in batch:
             partition = item.partition
+            if not self._ready.is_set():
+                # Its end or its first record shows the fetch has reached where the hub
+                # started: a partition written to without pause may never report its end.
+                self._ended.add(partition)
+                if len(self._ended) == len(self.partitions):
+                    self._ready.set()
             if type(item) is PartitionEnd:
                 if item.offset > nxt[partition]:
                     nxt[partition] = item.offset
                     self._progress_id = None
-                if not self._ready.is_set():
-                    self._ended.add(partition)
-                    if len(self._ended) == len(self.partitions):
-                        self._ready.set()
                 continue
             record: Record = item  # type: ignore[assignment]
             if record.offset < nxt[partition]:
@@ -349,6 +354,7 @@ class TopicHub:
 
     async def _catch_up(self, sub: Subscriber, snapshot: bool) -> None:
         reader: BacklogReader | None = None
+        used_cache = used_kafka = False
         try:
             if snapshot:
                 reader = BacklogReader(self.access, self.topic)
@@ -384,6 +390,9 @@ class TopicHub:
                     else:
                         cold[p] = (offset, cache.start)
                 if not chunk and cold:
+                    if not used_kafka:
+                        used_kafka = True
+                        self.catch_ups_kafka += 1
                     if reader is None:
                         reader = BacklogReader(self.access, self.topic)
                     records, reached = await self._read_backlog(reader, cold)
@@ -392,6 +401,9 @@ class TopicHub:
                     for p, offset in reached.items():
                         positions[p] = max(positions[p], offset)
                 else:
+                    if chunk and not used_cache:
+                        used_cache = True
+                        self.catch_ups_cache += 1
                     self._deliver(sub, chunk)
                     positions.update(level)
                 if sub.closed.done():
@@ -418,12 +430,9 @@ class TopicHub:
     async def _read_backlog(
         self, reader: BacklogReader, ranges: dict[int, tuple[int, int]]
     ) -> tuple[list[Record], dict[int, int]]:
-        slots = self.access.backlog_slots
-        await self._blocking(slots.acquire)
-        try:
+        # Wait for a slot on the loop: a pool thread blocked on it could starve the reads holding the slots.
+        async with self.access.backlog_slots:
             return await self._blocking(reader.read, ranges, _CHUNK_RECORDS, _CHUNK_BYTES)
-        finally:
-            slots.release()
 
     @staticmethod
     def _by_partition(records: Iterable[Record]) -> list[list[Record]]:

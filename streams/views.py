@@ -50,6 +50,12 @@ def metrics(request: HttpRequest) -> HttpResponse:
             "Clients cut for exceeding max_pending_bytes.",
             lambda h: h.cut_slow,
         ),
+        "sluice_catch_ups_cache_total": ("counter", "Catch-ups served from the cache.", lambda h: h.catch_ups_cache),
+        "sluice_catch_ups_kafka_total": (
+            "counter",
+            "Catch-ups that read Kafka (older than the cache).",
+            lambda h: h.catch_ups_kafka,
+        ),
         "sluice_invalid_records_total": ("counter", "Records not sent: not UTF-8 text.", lambda h: h.invalid),
     }
     for name, (kind, help_text, value) in series.items():
