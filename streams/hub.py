@@ -76,6 +76,7 @@ class Subscriber:
         "close_reason",
         "task",
         "hub",
+        "demoted",
         "__weakref__",
     )
 
@@ -102,6 +103,8 @@ class Subscriber:
         self.close_reason: str | None = None
         self.task: asyncio.Task[None] | None = None
         self.hub: TopicHub | None = None
+        # Was live, fell behind its connection and now catches up from the cache.
+        self.demoted = False
 
     @property
     def is_live(self) -> bool:
@@ -124,12 +127,17 @@ class TopicHub:
         self.next: dict[int, int] = {}
         self.caches: dict[int, PartitionCache] = {}
         self.live: dict[Subscriber, None] = {}
+        # The live set split for the fan-out: streams without filters share one
+        # joined buffer per id form; filtered ones are matched record by record.
+        self._unfiltered: dict[tuple[str, str], dict[Subscriber, None]] = {}
+        self._filtered: dict[Subscriber, None] = {}
         self.catching_up: dict[Subscriber, None] = {}
         self.cached_records = 0
         self.cached_bytes = 0
         self.records_in = 0
         self.deliveries = 0
         self.cut_slow = 0
+        self.demotions = 0
         self.invalid = 0
         # Catch-ups that read the cache / Kafka (a catch-up counts once per source it used).
         self.catch_ups_cache = 0
@@ -189,9 +197,14 @@ class TopicHub:
 
     def _ingest(self, batch: list[Record | PartitionEnd]) -> None:
         self._in_flight.release()
+        # Every live subscriber has been written everything before this batch.
+        before = dict(self.next)
+        shared: dict[tuple[str, str], list[bytes]] = {}
+        shared_last: dict[tuple[str, str], str] = {}
         out: dict[Subscriber, list[bytes]] = {}
         last: dict[Subscriber, str] = {}
-        live = self.live
+        unfiltered = self._unfiltered
+        filtered = self._filtered
         nxt = self.next
         for item in batch:
             partition = item.partition
@@ -216,8 +229,21 @@ class TopicHub:
             self.cached_records += 1
             self.cached_bytes += record.size
             self.records_in += 1
-            for sub in live:
-                if sub.filters.accepts_all or sub.filters.matches(record.key, record.headers):
+            for form, subs in unfiltered.items():
+                if not subs:
+                    continue
+                frame = record.live_frame(*form)
+                if frame is None:
+                    self.invalid += 1
+                    continue
+                frames = shared.get(form)
+                if frames is None:
+                    shared[form] = [frame]
+                else:
+                    frames.append(frame)
+                shared_last[form] = progress_id
+            for sub in filtered:
+                if sub.filters.matches(record.key, record.headers):
                     frame = record.live_frame(sub.form, sub.binary)
                     if frame is None:
                         self.invalid += 1
@@ -229,13 +255,49 @@ class TopicHub:
                         frames.append(frame)
                     last[sub] = progress_id
         self._evict()
+        for form, frames in shared.items():
+            data = frames[0] if len(frames) == 1 else b"".join(frames)
+            progress = shared_last[form]
+            for sub in list(unfiltered[form]):
+                self._send_live(sub, data, len(frames), progress, before)
         for sub, frames in out.items():
-            sub.sent_progress = last[sub]
-            self.deliveries += len(frames)
-            if not sub.sink.write(frames[0] if len(frames) == 1 else b"".join(frames)):
-                self._cut(sub)
+            self._send_live(sub, frames[0] if len(frames) == 1 else b"".join(frames), len(frames), last[sub], before)
         self._advanced.set()
         self._advanced = asyncio.Event()
+
+    def _send_live(self, sub: Subscriber, data: bytes, count: int, progress: str, before: dict[int, int]) -> None:
+        if sub.sink.congested():
+            # The client has not taken what it was sent yet. Stop pushing: it catches
+            # up from the cache at its own pace, from where it was level, so a burst
+            # that outruns a healthy connection does not pile up in its buffer.
+            self._demote(sub, before)
+            return
+        sub.sent_progress = progress
+        self.deliveries += count
+        if not sub.sink.write(data):
+            self._cut(sub)
+
+    def _live_add(self, sub: Subscriber) -> None:
+        self.live[sub] = None
+        if sub.filters.accepts_all:
+            self._unfiltered.setdefault((sub.form, sub.binary), {})[sub] = None
+        else:
+            self._filtered[sub] = None
+
+    def _live_remove(self, sub: Subscriber) -> None:
+        if self.live.pop(sub, 0) is None:
+            self._filtered.pop(sub, None)
+            group = self._unfiltered.get((sub.form, sub.binary))
+            if group is not None:
+                group.pop(sub, None)
+
+    def _demote(self, sub: Subscriber, positions: dict[int, int]) -> None:
+        self._live_remove(sub)
+        self.demotions += 1
+        sub.demoted = True
+        sub.positions = dict(positions)
+        self.catching_up[sub] = None
+        sub.task = self._loop.create_task(self._catch_up(sub, False), name=f"sluice-catch-up-{self.topic}")
 
     def _evict(self) -> None:
         limits = self.limits
@@ -317,14 +379,14 @@ class TopicHub:
             self._cut(sub)
             return
         if not plan.snapshot and plan.positions == self.next:
-            self.live[sub] = None
+            self._live_add(sub)
             return
         sub.positions = dict(plan.positions)
         self.catching_up[sub] = None
         sub.task = self._loop.create_task(self._catch_up(sub, plan.snapshot), name=f"sluice-catch-up-{self.topic}")
 
     def unsubscribe(self, sub: Subscriber) -> None:
-        self.live.pop(sub, None)
+        self._live_remove(sub)
         self.catching_up.pop(sub, None)
         if sub.task is not None and not sub.task.done() and sub.task is not asyncio.current_task():
             sub.task.cancel()
@@ -337,9 +399,16 @@ class TopicHub:
         sub.end("slow")
 
     def heartbeat(self, now: float) -> None:
-        """Keep-alive for quiet streams, with a checkpoint if progress moved silently."""
+        """Keep-alive for quiet streams, with a checkpoint if progress moved silently.
+
+        Also cuts streams that fell behind while live and whose position has since
+        left the cache: they cannot keep up, and resume from their last id.
+        """
         for sub in [*self.live, *self.catching_up]:
-            if now - sub.sink.last_write < sub.heartbeat_seconds:
+            if sub.demoted and sub.positions is not None and self._behind_cache(sub.positions):
+                self._cut(sub)
+                continue
+            if now - sub.sink.last_write < sub.heartbeat_seconds or sub.sink.congested():
                 continue
             current = self.progress_id if sub.positions is None else progress_encode(sub.positions)
             if current != sub.sent_progress:
@@ -350,11 +419,16 @@ class TopicHub:
             if not sub.sink.write(data):
                 self._cut(sub)
 
+    def _behind_cache(self, positions: dict[int, int]) -> bool:
+        return any(offset < self.caches[p].start for p, offset in positions.items())
+
     # -- catch-up ----------------------------------------------------------------
 
     async def _catch_up(self, sub: Subscriber, snapshot: bool) -> None:
         reader: BacklogReader | None = None
         used_cache = used_kafka = False
+        # Bytes per chunk: well inside the client's bound, so a chunk never cuts it.
+        budget = max(1, min(_CHUNK_BYTES, sub.sink.limit // 4))
         try:
             if snapshot:
                 reader = BacklogReader(self.access, self.topic)
@@ -371,8 +445,9 @@ class TopicHub:
                     # Level with the hub in every partition: live from this step on.
                     self.catching_up.pop(sub, None)
                     sub.positions = None
+                    sub.demoted = False
                     sub.since_partitions.clear()
-                    self.live[sub] = None
+                    self._live_add(sub)
                     return
                 chunk: list[list[Record]] = []
                 cold: dict[int, tuple[int, int]] = {}
@@ -381,7 +456,7 @@ class TopicHub:
                     cache = self.caches[p]
                     if cache.covers(offset):
                         records = cache.records_from(offset, _CHUNK_RECORDS)
-                        if len(records) < _CHUNK_RECORDS:
+                        if len(records) < _CHUNK_RECORDS and not self._trim(records, budget // len(behind)):
                             # All the cache has up to the hub's position, which may
                             # lie past the last record (compaction, control records).
                             level[p] = nxt[p]
@@ -390,12 +465,15 @@ class TopicHub:
                     else:
                         cold[p] = (offset, cache.start)
                 if not chunk and cold:
+                    if sub.demoted:
+                        self._cut(sub)  # fell out of the cache while live: cannot keep up
+                        return
                     if not used_kafka:
                         used_kafka = True
                         self.catch_ups_kafka += 1
                     if reader is None:
                         reader = BacklogReader(self.access, self.topic)
-                    records, reached = await self._read_backlog(reader, cold)
+                    records, reached = await self._read_backlog(reader, cold, budget)
                     chunk = self._by_partition(records)
                     self._deliver(sub, chunk)
                     for p, offset in reached.items():
@@ -428,11 +506,22 @@ class TopicHub:
                 sub.positions[p] = min(offset, self.next[p])
 
     async def _read_backlog(
-        self, reader: BacklogReader, ranges: dict[int, tuple[int, int]]
+        self, reader: BacklogReader, ranges: dict[int, tuple[int, int]], max_bytes: int = _CHUNK_BYTES
     ) -> tuple[list[Record], dict[int, int]]:
         # Wait for a slot on the loop: a pool thread blocked on it could starve the reads holding the slots.
         async with self.access.backlog_slots:
-            return await self._blocking(reader.read, ranges, _CHUNK_RECORDS, _CHUNK_BYTES)
+            return await self._blocking(reader.read, ranges, _CHUNK_RECORDS, max_bytes)
+
+    @staticmethod
+    def _trim(records: list[Record], budget: int) -> bool:
+        """Cut ``records`` (in place) to about ``budget`` bytes; True if anything was cut."""
+        total = 0
+        for index, record in enumerate(records):
+            total += record.size
+            if total > budget and index > 0:
+                del records[index:]
+                return True
+        return False
 
     @staticmethod
     def _by_partition(records: Iterable[Record]) -> list[list[Record]]:
@@ -514,7 +603,9 @@ class TopicHub:
                     continue
                 frames.append(frame)
                 if len(frames) >= _CHUNK_RECORDS:
-                    sub.sink.write(b"".join(frames))
+                    if not sub.sink.write(b"".join(frames)):
+                        self._cut(sub)
+                        return
                     frames.clear()
                     await sub.sink.writable()
         positions.update(end)

@@ -31,6 +31,9 @@ class Sink(Protocol):
     def pending(self) -> int:
         """Bytes written but not yet accepted by the client's connection."""
 
+    def congested(self) -> bool:
+        """True while the client has not yet taken what it was sent (stop pushing)."""
+
     def abort(self) -> None:
         """Drop the connection without waiting for pending bytes."""
 
@@ -59,6 +62,9 @@ class FlowSink:
 
     def pending(self) -> int:
         return int(self._flow.paused_bytes)
+
+    def congested(self) -> bool:
+        return bool(self._flow.paused)
 
     def abort(self) -> None:
         self._flow.abort()
@@ -94,6 +100,9 @@ class QueueSink:
 
     def pending(self) -> int:
         return self._bytes
+
+    def congested(self) -> bool:
+        return self._bytes > self.limit // 2
 
     def abort(self) -> None:
         self._closed = True

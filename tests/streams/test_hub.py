@@ -24,6 +24,7 @@ class FakeSink:
         self.last_write = time.monotonic()
         self.writes: list[bytes] = []
         self.full = False
+        self.busy = False
         self.aborted = False
 
     def write(self, data: bytes) -> bool:
@@ -36,6 +37,9 @@ class FakeSink:
 
     def pending(self) -> int:
         return 0
+
+    def congested(self) -> bool:
+        return self.busy
 
     def abort(self) -> None:
         self.aborted = True
@@ -158,3 +162,51 @@ async def test_cache_age_bound() -> None:
     hub.evict_expired(now)
     assert hub.caches[0].start == 1
     assert hub.cached_records == 1
+
+
+async def test_congested_subscriber_is_demoted_then_catches_up_without_loss() -> None:
+    hub = make_hub()
+    sink = FakeSink()
+    sub = Subscriber(sink)
+    hub.subscribe(sub, StartPlan(dict(hub.next)), 0)
+    feed(hub, rec(0, 0, value=b"a"))
+    sink.busy = True  # the client has not read the last write yet
+    feed(hub, rec(0, 1, value=b"b"), rec(1, 0, value=b"c"))
+    assert sub not in hub.live
+    assert sub.demoted
+    assert hub.demotions == 1
+    sink.busy = False
+    await asyncio.wait_for(sub.task, timeout=5)  # type: ignore[arg-type]
+    assert sub.is_live
+    assert not sub.demoted
+    feed(hub, rec(1, 1, value=b"d"))
+    events = [e for e in sink.events() if e.has_data]
+    assert [e.data for e in events] == ["a", "b", "c", "d"]
+    assert progress_decode(events[-1].id) == {0: 2, 1: 2}
+    assert not sink.aborted
+
+
+async def test_demoted_subscriber_that_leaves_the_cache_is_cut() -> None:
+    hub = make_hub(limits=CacheLimits(max_messages=2))
+    sink = FakeSink()
+    sub = Subscriber(sink)
+    hub.subscribe(sub, StartPlan(dict(hub.next)), 0)
+    sink.busy = True
+    feed(hub, rec(0, 0))
+    assert sub.demoted
+    feed(hub, rec(0, 1), rec(0, 2), rec(0, 3))  # its position (offset 0) is evicted
+    hub.heartbeat(time.monotonic())
+    assert sink.aborted
+    assert sub.closed.result() == "slow"
+
+
+async def test_unfiltered_subscribers_share_one_batch_buffer() -> None:
+    hub = make_hub()
+    sinks = [FakeSink() for _ in range(3)]
+    for sink in sinks:
+        hub.subscribe(Subscriber(sink), StartPlan(dict(hub.next)), 0)
+    feed(hub, rec(0, 0, value=b"x"), rec(1, 0, value=b"y"))
+    batches = [sink.writes[-1] for sink in sinks]
+    assert all(batch is batches[0] for batch in batches)
+    assert [e.data for e in EventParser().feed(batches[0])] == ["x", "y"]
+    assert hub.deliveries == 6
