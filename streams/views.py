@@ -50,6 +50,11 @@ def metrics(request: HttpRequest) -> HttpResponse:
             "Clients cut for exceeding max_pending_bytes.",
             lambda h: h.cut_slow,
         ),
+        "sluice_slow_clients_deferred_total": (
+            "counter",
+            "Live clients moved to catch up from the cache because their connection was congested.",
+            lambda h: h.demotions,
+        ),
         "sluice_catch_ups_cache_total": ("counter", "Catch-ups served from the cache.", lambda h: h.catch_ups_cache),
         "sluice_catch_ups_kafka_total": (
             "counter",
