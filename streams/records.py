@@ -52,7 +52,9 @@ class Record:
         self.value = value
         self.headers = tuple(headers) if headers else None
         self.etag: str | None = None
-        size = _RECORD_OVERHEAD + len(key or b"") + len(value or b"")
+        # A cached record holds its value, the encoded event body and the shared live
+        # frame: about three copies of the value, which is what the cache bounds count.
+        size = _RECORD_OVERHEAD + len(key or b"") + 3 * len(value or b"")
         if self.headers:
             for name, header_value in self.headers:
                 size += len(name) + len(header_value or b"")

@@ -137,7 +137,7 @@ async def test_slow_subscriber_is_cut_and_others_continue() -> None:
     ("limits", "expected_start"),
     [
         (CacheLimits(max_messages=3), {0: 1, 1: 1}),
-        (CacheLimits(max_bytes=4 * (200 + 1 + 1)), {0: 1, 1: 0}),
+        (CacheLimits(max_bytes=4 * (200 + 1 + 3)), {0: 1, 1: 0}),
     ],
 )
 async def test_cache_bounds_evict_oldest_first(limits: CacheLimits, expected_start: dict[int, int]) -> None:
