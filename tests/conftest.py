@@ -7,18 +7,18 @@ import re
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-from streams.broker import EmbeddedBroker
+from streams.broker import EmbeddedBroker, topic_ensure
+from tests.polling import condition_wait
 
 ROOT = Path(__file__).resolve().parent.parent
 # Async tests set up routes through the ORM before they stream; the gateway itself
@@ -49,14 +49,13 @@ class Kafka:
 
     def topic(self, partitions: int = 1, prefix: str = "t") -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        topic_ensure(self.bootstrap, name, partitions)
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
-        for future in admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)]).values():
-            future.result(timeout=10)
-        deadline = time.monotonic() + 10
-        while len(admin.list_topics(name, timeout=5).topics[name].partitions) < partitions:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"topic {name} did not get {partitions} partitions")
-            time.sleep(0.05)
+        condition_wait(
+            lambda: len(admin.list_topics(name, timeout=5).topics[name].partitions) >= partitions,
+            within=10,
+            what=f"topic {name} to get {partitions} partitions",
+        )
         return name
 
     def produce(
@@ -171,14 +170,6 @@ class Gateway:
         self.stop()
         return self.start(port=port)
 
-    def metric(self, text: str, name: str, topic: str | None = None) -> float:
-        for line in text.splitlines():
-            if line.startswith(name) and (topic is None or f'topic="{topic}"' in line):
-                rest = line[len(name) :]
-                if rest.startswith(" ") or rest.startswith("{"):
-                    return float(line.rsplit(" ", 1)[1])
-        raise KeyError(name)
-
 
 def gateway_env(kafka: Kafka, **extra: str) -> dict[str, str]:
     from django.db import connection
@@ -213,6 +204,27 @@ def gateway(django_db_setup: None, django_db_blocker: Any, kafka: Kafka) -> Iter
 @pytest.fixture
 def stream_db(transactional_db: None) -> None:
     """Committed writes, so the gateway process sees the routes a test creates."""
+
+
+@pytest.fixture
+def gateway_factory(stream_db: None, kafka: Kafka) -> Iterator[Callable[..., Gateway]]:
+    """Factory: ``gateway_factory(*runstreams_args)`` starts a gateway of the test's own, stopped after the test."""
+    started: list[Gateway] = []
+
+    def start(*runstreams_args: str) -> Gateway:
+        server = Gateway(gateway_env(kafka), extra_args=list(runstreams_args)).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def own_gateway(gateway_factory: Callable[..., Gateway]) -> Gateway:
+    """A gateway for one test alone (its /metrics, threads and RSS are the test's), free to stop and restart."""
+    return gateway_factory()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,10 @@ from confluent_kafka import Producer
 
 from streams.ids import event_id_parse
 from streams.services import topic_upsert
-from tests.conftest import Gateway, Kafka, gateway_env
+from tests.conftest import Gateway, Kafka
+from tests.metrics import metric_wait, metrics_parse, metrics_read
+from tests.polling import condition_wait_async
+from tests.progress import progress_advance
 from tests.sse import EventParser
 
 pytestmark = pytest.mark.services
@@ -32,40 +35,6 @@ CLIENTS = 200
 MESSAGES = 50
 PARTITIONS = 3
 DEADLINE = 60.0
-
-
-@pytest.fixture
-def own_gateway(kafka: Kafka, stream_db: None) -> Iterator[Gateway]:
-    server = Gateway(gateway_env(kafka)).start()
-    yield server
-    server.stop()
-
-
-def metrics_of(text: str, topic: str | None = None) -> dict[str, float]:
-    """``{name: value}``: unlabelled series, or those labelled with ``topic``."""
-    label = f'{{topic="{topic}"}} ' if topic else " "
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        name, found, value = line.partition(label)
-        if found and "{" not in name:
-            out[name] = float(value)
-    return out
-
-
-async def wait_metric(
-    http: httpx.AsyncClient, name: str, topic: str, ok: Callable[[float], bool], within: float = DEADLINE
-) -> float:
-    """Poll /metrics until ``name{topic}`` satisfies ``ok``; fail at the deadline."""
-    deadline = time.monotonic() + within
-    while True:
-        value = metrics_of((await http.get("/metrics")).text, topic).get(name, 0.0)
-        if ok(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{name}{{topic={topic}}} stuck at {value}")
-        await asyncio.sleep(0.05)
 
 
 def librdkafka_clients(pid: int) -> int:
@@ -91,12 +60,7 @@ class Stream:
             assert event.id is not None
             progress = event_id_parse(event.id).progress
             if event.has_data:
-                assert self.position is not None, "a data event before the start checkpoint"
-                moved = {p: o for p, o in progress.items() if self.position.get(p) != o}
-                assert len(moved) == 1, f"id {event.id} moves {moved} from {self.position}"
-                [(partition, next_offset)] = moved.items()
-                assert next_offset == self.position[partition] + 1, f"gap or repeat in partition {partition}"
-                self.events.append((partition, next_offset - 1, event.data))
+                self.events.append((*progress_advance(self.position, progress, event.id), event.data))
             self.position = progress
             self.opened.set()
 
@@ -178,7 +142,7 @@ async def test_many_clients_share_one_consumer_and_all_get_everything(
     pid = own_gateway.process.pid
     limits = httpx.Limits(max_connections=CLIENTS + 10, max_keepalive_connections=CLIENTS + 10)
     async with httpx.AsyncClient(base_url=own_gateway.url, timeout=httpx.Timeout(DEADLINE), limits=limits) as http:
-        before = metrics_of((await http.get("/metrics")).text)
+        before = await metrics_read(http)
         assert before["sluice_kafka_consumers"] == 0
         assert librdkafka_clients(pid) == 0
 
@@ -187,7 +151,7 @@ async def test_many_clients_share_one_consumer_and_all_get_everything(
             asyncio.create_task(stream.read(http, path, lambda s: len(s.events) >= MESSAGES)) for stream in streams
         ]
         await all_opened(streams, readers)
-        await wait_metric(http, "sluice_subscribers", topic, lambda v: v == CLIENTS)
+        await metric_wait(http, "sluice_subscribers", topic, lambda v: v == CLIENTS, within=DEADLINE)
 
         produced: dict[tuple[int, int], str] = {}
 
@@ -212,7 +176,7 @@ async def test_many_clients_share_one_consumer_and_all_get_everything(
             assert len(stream.events) == MESSAGES  # none twice
 
         text = (await http.get("/metrics")).text
-        after, per_topic = metrics_of(text), metrics_of(text, topic)
+        after, per_topic = metrics_parse(text), metrics_parse(text, topic)
         # One hub, so one live consumer, for all the clients of the topic...
         assert after["sluice_kafka_consumers"] == 1
         assert per_topic["sluice_records_total"] == MESSAGES  # ...which read each record once
@@ -232,21 +196,20 @@ async def test_clients_leaving_together_are_not_counted_as_slow(own_gateway: Gat
         streams = [Stream() for _ in range(CLIENTS)]
         readers = [asyncio.create_task(stream.read(http, path, lambda s: False)) for stream in streams]
         await all_opened(streams, readers)
-        await wait_metric(http, "sluice_subscribers", topic, lambda v: v == CLIENTS)
+        await metric_wait(http, "sluice_subscribers", topic, lambda v: v == CLIENTS, within=DEADLINE)
         producer = SteadyProducer(kafka.bootstrap, topic, PARTITIONS, batch=1, pause=0.005)
         producer.start()
         try:
-            await wait_metric(http, "sluice_records_total", topic, lambda v: v >= 100)
+            await metric_wait(http, "sluice_records_total", topic, lambda v: v >= 100, within=DEADLINE)
             # All at once, while records keep arriving: the hub may write to streams
             # whose connection is already gone before their apps hear of it.
             for reader in readers:
                 reader.cancel()
             await asyncio.gather(*readers, return_exceptions=True)
-            await wait_metric(http, "sluice_subscribers", topic, lambda v: v == 0)
+            await metric_wait(http, "sluice_subscribers", topic, lambda v: v == 0, within=DEADLINE)
         finally:
             producer.stop()
-        text = (await http.get("/metrics")).text
-        assert metrics_of(text, topic)["sluice_slow_clients_cut_total"] == 0
+        assert (await metrics_read(http, topic))["sluice_slow_clients_cut_total"] == 0
         assert [reader.exception() for reader in readers if not reader.cancelled()] == []
 
 
@@ -272,11 +235,13 @@ async def test_clients_join_a_topic_written_to_without_pause(
     streams = [Stream() for _ in range(20)]
     started = time.monotonic()
     try:
-        deadline = time.monotonic() + DEADLINE
-        while len(producer.acked) < 500:
-            assert producer.error is None, producer.error
-            assert time.monotonic() < deadline, "the producer is stuck"
-            await asyncio.sleep(0.01)
+        await condition_wait_async(
+            lambda: producer.error is not None or len(producer.acked) >= 500,
+            within=DEADLINE,
+            what="the producer's first 500 records",
+            interval=0.01,
+        )
+        assert producer.error is None, producer.error
         async with httpx.AsyncClient(base_url=gateway.url, timeout=httpx.Timeout(DEADLINE)) as http:
             done = asyncio.Event()
             readers = [
@@ -287,7 +252,7 @@ async def test_clients_join_a_topic_written_to_without_pause(
             ]
             await all_opened(streams, readers)
             target = len(producer.acked) + 300
-            await wait_metric(http, "sluice_records_total", topic, lambda v: v >= target)
+            await metric_wait(http, "sluice_records_total", topic, lambda v: v >= target, within=DEADLINE)
             producer.stop()
             done.set()
             # Then one more record: every reader ends once it has that one too.

@@ -21,7 +21,6 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -31,6 +30,9 @@ from confluent_kafka import Producer
 from streams.ids import event_id_parse
 from streams.services import topic_upsert
 from tests.conftest import Gateway, Kafka
+from tests.metrics import metrics_read
+from tests.polling import condition_wait_async
+from tests.progress import progress_advance
 from tests.sse import EventParser
 
 pytestmark = pytest.mark.slow
@@ -50,26 +52,6 @@ WINDOW = 100
 INSIDE_AWAY = (10, 100)
 OUTSIDE_AWAY = (CACHE_MAX_MESSAGES + 100, CACHE_MAX_MESSAGES + 250)
 DEADLINE = 60.0
-
-
-def metrics_of(text: str, topic: str) -> dict[str, float]:
-    """``{name: value}`` of every series labelled with ``topic``."""
-    label = f'{{topic="{topic}"}} '
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        name, found, value = line.partition(label)
-        if found:
-            out[name] = float(value)
-    return out
-
-
-async def until(condition: Callable[[], bool], what: str, within: float = DEADLINE) -> None:
-    """Wait for a condition another thread or task makes true; fail at the deadline."""
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 class GatedProducer(threading.Thread):
@@ -137,12 +119,7 @@ class ResumingClient:
         assert event_id is not None
         progress = event_id_parse(event_id).progress
         if data is not None:
-            assert self.position is not None, "a data event before the start checkpoint"
-            moved = {p: o for p, o in progress.items() if self.position.get(p) != o}
-            assert len(moved) == 1, f"id {event_id} moves {moved} from {self.position}"
-            [(partition, next_offset)] = moved.items()
-            assert next_offset == self.position[partition] + 1, f"gap or repeat in partition {partition}"
-            self.received.append((partition, next_offset - 1, json.loads(data)["seq"]))
+            self.received.append((*progress_advance(self.position, progress, event_id), json.loads(data)["seq"]))
         elif self.position is not None:
             assert all(progress[p] >= o for p, o in self.position.items()), "a checkpoint went backwards"
         self.position = progress
@@ -166,11 +143,13 @@ async def test_resume_storm_loses_and_repeats_nothing(gateway: Gateway, kafka: K
     try:
         async with httpx.AsyncClient(base_url=gateway.url, timeout=httpx.Timeout(DEADLINE)) as http:
 
-            async def topic_metrics() -> dict[str, float]:
-                return metrics_of((await http.get("/metrics")).text, topic)
+            async def hub_caught_up() -> dict[str, float] | None:
+                """The topic's counters once the hub has read everything produced so far."""
+                now = await metrics_read(http, topic)
+                return now if now.get("sluice_records_total", 0) >= producer.produced else None
 
             async def path_seen(kind: str, before: dict[str, float]) -> bool:
-                now = await topic_metrics()
+                now = await metrics_read(http, topic)
                 cache = now.get("sluice_catch_ups_cache_total", 0) - before.get("sluice_catch_ups_cache_total", 0)
                 cold = now.get("sluice_catch_ups_kafka_total", 0) - before.get("sluice_catch_ups_kafka_total", 0)
                 # At least: a client that falls behind its connection while live
@@ -230,15 +209,17 @@ async def test_resume_storm_loses_and_repeats_nothing(gateway: Gateway, kafka: K
                 # Away: exactly this much more is produced, and the hub has read it, before the reconnect.
                 away = INSIDE_AWAY if schedule[number] == "inside" else OUTSIDE_AWAY
                 producer.allow(len(client.received) + rng.randint(*away))
-                await until(lambda: producer.produced >= producer.allowance or producer.error is not None, "producer")
+                await condition_wait_async(
+                    lambda: producer.produced >= producer.allowance or producer.error is not None,
+                    within=DEADLINE,
+                    what="the producer",
+                    interval=0.01,
+                )
                 assert producer.error is None, producer.error
-                before = await topic_metrics()
-                deadline = time.monotonic() + DEADLINE
-                while before.get("sluice_records_total", 0) < producer.produced:
-                    assert time.monotonic() < deadline, "the hub did not read what was produced"
-                    await asyncio.sleep(0.01)
-                    before = await topic_metrics()
-            final = await topic_metrics()
+                before = await condition_wait_async(
+                    hub_caught_up, within=DEADLINE, what="the hub to read what was produced", interval=0.01
+                )
+            final = await metrics_read(http, topic)
     finally:
         producer.stop()
         producer.join(timeout=DEADLINE)

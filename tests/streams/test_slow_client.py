@@ -14,7 +14,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,10 @@ from confluent_kafka import Producer
 
 from streams.ids import event_id_parse
 from streams.services import topic_upsert
-from tests.conftest import Gateway, Kafka, gateway_env
+from tests.conftest import Gateway, Kafka
+from tests.metrics import metric_wait, metrics_read
+from tests.polling import condition_wait_async
+from tests.progress import progress_advance
 from tests.sse import Event, EventParser
 
 pytestmark = pytest.mark.slow
@@ -43,13 +46,6 @@ RSS_BOUND_BYTES = 32 * 1024 * 1024
 # fast client is never further behind than its own limit and is never cut.
 FAST_WINDOW = 24
 DEADLINE = 120.0
-
-
-@pytest.fixture
-def own_gateway(kafka: Kafka, stream_db: None) -> Iterator[Gateway]:
-    server = Gateway(gateway_env(kafka)).start()
-    yield server
-    server.stop()
 
 
 def rss_bytes(pid: int) -> int:
@@ -81,36 +77,6 @@ class RssWatch:
         self._stop.set()
         self._thread.join(timeout=5)
         self.peak = max(self.peak, rss_bytes(self.pid))
-
-
-def metric(text: str, name: str, topic: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(f'{name}{{topic="{topic}"}} '):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
-async def wait_metric(
-    http: httpx.AsyncClient, name: str, topic: str, ok: Callable[[float], bool], within: float = DEADLINE
-) -> float:
-    """Poll /metrics until ``name{topic}`` satisfies ``ok``; fail at the deadline."""
-    deadline = time.monotonic() + within
-    while True:
-        value = metric((await http.get("/metrics")).text, name, topic)
-        if ok(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{name}{{topic={topic}}} stuck at {value}")
-        await asyncio.sleep(0.05)
-
-
-async def until(condition: Callable[[], bool], what: str, within: float = DEADLINE) -> None:
-    """Wait for a condition the test's own tasks make true; fail at the deadline."""
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 class Dechunker:
@@ -156,14 +122,10 @@ class Received:
             assert event.id is not None
             progress = event_id_parse(event.id).progress
             if event.has_data:
-                assert self.position is not None, "a data event before the start checkpoint"
-                moved = {p: o for p, o in progress.items() if self.position.get(p) != o}
-                assert len(moved) == 1, f"id {event.id} moves {moved} after {self.position}"
-                [(partition, next_offset)] = moved.items()
-                assert next_offset == self.position[partition] + 1, "a gap or a repeat in the ids"
+                partition, offset = progress_advance(self.position, progress, event.id)
                 payload = json.loads(event.data)
                 assert payload["partition"] == partition
-                self.messages.append((partition, next_offset - 1, payload["seq"]))
+                self.messages.append((partition, offset, payload["seq"]))
             self.position = progress
             self.last_id = event.id
         return events
@@ -291,14 +253,16 @@ async def test_slow_client_is_cut_memory_stays_bounded_and_resume_loses_nothing(
             raise AssertionError("the fast client's stream ended")
 
         fast_task = asyncio.create_task(read_fast())
-        await wait_metric(http, "sluice_subscribers", topic, lambda v: v == 2)
-        await until(lambda: len(fast.messages) >= 5, "the fast client's first events")
+        await metric_wait(http, "sluice_subscribers", topic, lambda v: v == 2, within=DEADLINE)
+        await condition_wait_async(
+            lambda: len(fast.messages) >= 5, within=DEADLINE, what="the fast client's first events"
+        )
 
         started = time.monotonic()
         with RssWatch(pid) as rss:
             producer = BulkProducer(kafka.bootstrap, topic, BULK_MESSAGES, 5, lambda: len(fast.messages) - 5)
             producer.start()
-            await wait_metric(http, "sluice_slow_clients_cut_total", topic, lambda v: v >= 1)
+            await metric_wait(http, "sluice_slow_clients_cut_total", topic, lambda v: v >= 1, within=DEADLINE)
             cut_after = producer.produced
             await asyncio.wait_for(fast_task, timeout=DEADLINE * 2)
             await asyncio.to_thread(producer.join, DEADLINE)
@@ -307,11 +271,11 @@ async def test_slow_client_is_cut_memory_stays_bounded_and_resume_loses_nothing(
 
         how = await asyncio.wait_for(asyncio.to_thread(slow.wait_closed), timeout=DEADLINE)
         slow.close()
-        metrics = (await http.get("/metrics")).text
-        assert metric(metrics, "sluice_slow_clients_cut_total", topic) == 1  # the slow one, never the fast one
+        metrics = await metrics_read(http, topic)
+        assert metrics.get("sluice_slow_clients_cut_total", 0.0) == 1  # the slow one, never the fast one
 
         growth = rss.peak - rss.baseline
-        deferred = metric(metrics, "sluice_slow_clients_deferred_total", topic)
+        deferred = metrics.get("sluice_slow_clients_deferred_total", 0.0)
         print(
             f"\nslow client: produced {producer.bytes / 2**20:.1f} MiB in {elapsed:.1f}s; cut seen after "
             f"{cut_after} messages ({how}; {deferred:.0f} deferrals); RSS baseline {rss.baseline / 2**20:.1f} MiB, "

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import Gateway, gateway_env
+from tests.conftest import Gateway
+from tests.polling import condition_wait
 from tests.sse import EventParser
 
 pytestmark = pytest.mark.slow
@@ -30,17 +31,6 @@ def children_of(pid: int) -> set[int]:
     return found
 
 
-def wait_for(condition, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.05)
-
-
 async def receive_one(client: httpx.AsyncClient, path: str, produced: asyncio.Event) -> str:
     parser = EventParser()
     async with client.stream("GET", path) as response:
@@ -55,17 +45,17 @@ async def receive_one(client: httpx.AsyncClient, path: str, produced: asyncio.Ev
 
 
 @pytest.fixture
-def two_workers(django_db_blocker, kafka):
-    with django_db_blocker.unblock():
-        gateway = Gateway(gateway_env(kafka), extra_args=["--workers", "2"]).start()
-    yield gateway
-    gateway.stop()
+def two_workers(gateway_factory: Callable[..., Gateway]) -> Gateway:
+    """``runstreams --workers 2``: a supervisor and two worker processes on one port."""
+    return gateway_factory("--workers", "2")
 
 
 async def test_two_workers_share_the_port_and_a_dead_one_is_replaced(two_workers: Gateway, kafka, route) -> None:
     assert two_workers.process is not None
     supervisor = two_workers.process.pid
-    workers = wait_for(lambda: len(children_of(supervisor)) == 2 and children_of(supervisor), what="two workers")
+    workers = condition_wait(
+        lambda: len(children_of(supervisor)) == 2 and children_of(supervisor), within=20.0, what="two workers"
+    )
     topic = kafka.topic(partitions=2)
     route(path="/w/{topic}", topic="${params.topic}")
 
@@ -81,8 +71,9 @@ async def test_two_workers_share_the_port_and_a_dead_one_is_replaced(two_workers
 
     victim = min(workers)
     os.kill(victim, signal.SIGKILL)
-    replaced = wait_for(
+    replaced = condition_wait(
         lambda: len(children_of(supervisor)) == 2 and victim not in children_of(supervisor) and children_of(supervisor),
+        within=20.0,
         what="a replacement worker",
     )
     assert victim not in replaced
