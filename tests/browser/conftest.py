@@ -1,4 +1,4 @@
-"""Browser fixtures: headless Debian Chromium driven by Playwright, and a gateway of the test's own.
+"""Browser fixtures: headless Debian Chromium driven by Playwright (gateways come from tests/conftest.py).
 
 The tests skip only when Chromium is not installed at ``/usr/bin/chromium`` (CI installs it
 with ``apt-get install chromium``). When it is installed, any failure to start it is an error.
@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-
-from tests.conftest import Gateway, Kafka, gateway_env
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -54,14 +52,6 @@ def browser_page(chromium: Browser) -> Iterator[Page]:
     page.errors = errors  # type: ignore[attr-defined]
     yield page
     context.close()
-
-
-@pytest.fixture
-def own_gateway(stream_db: None, kafka: Kafka) -> Iterator[Gateway]:
-    """A gateway for one test, free to stop and restart (the session ``gateway`` is shared)."""
-    server = Gateway(gateway_env(kafka)).start()
-    yield server
-    server.stop()
 
 
 def page_events(page: Page) -> list[dict[str, Any]]:
