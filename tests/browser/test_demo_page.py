@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,8 @@ def match_value(key: str, league: str, home: str, away: str, minute: int, score:
     return json.dumps(value)
 
 
-def test_demo_page_screenshot(browser_page: Any, gateway: Gateway, kafka: Kafka, route) -> None:
-    """The landing page with live scores, saved as docs/screenshots/demo-page.png."""
+def test_demo_page_screenshot(browser_page: Any, gateway: Gateway, kafka: Kafka, route, tmp_path: Path) -> None:
+    """The landing page with live scores (SLUICE_UPDATE_SCREENSHOTS=1 saves it as docs/screenshots/demo-page.png)."""
     page = browser_page
     topic = kafka.topic(partitions=PARTITIONS, prefix="scores")
     route(
@@ -170,9 +171,10 @@ def test_demo_page_screenshot(browser_page: Any, gateway: Gateway, kafka: Kafka,
     assert page.text_content("#state-text") == "open"
     assert page.errors == []
 
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    page.locator("body").screenshot(path=str(SCREENSHOT))  # the content, not the empty viewport below
-    assert SCREENSHOT.stat().st_size > 10_000
+    target = SCREENSHOT if os.environ.get("SLUICE_UPDATE_SCREENSHOTS") else tmp_path / SCREENSHOT.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    page.locator("body").screenshot(path=str(target))  # the content, not the empty viewport below
+    assert target.stat().st_size > 10_000
 
 
 def test_page_shows_payloads_as_text(browser_page: Any, gateway: Gateway, kafka: Kafka, route) -> None:
