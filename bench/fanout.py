@@ -40,6 +40,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from streams.processes import process_stop  # noqa: E402  (needs the repository on the path)
+
 ROUTE_PATH = "/bench/fanout"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Latency histogram: 100 us buckets up to 60 s (anything later lands in the last one).
@@ -506,13 +508,8 @@ class Gateway:
         return process_tree(self.pid)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            process_stop(self.process, timeout=15)
         self.process = None
 
 

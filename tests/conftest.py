@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from streams.broker import EmbeddedBroker, topic_ensure
+from streams.processes import process_stop
 from tests.polling import condition_wait
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,19 +151,9 @@ class Gateway:
             raise RuntimeError("gateway did not start:\n" + "".join(self.output))
         return self
 
-    def stop(self, sig: int | None = None) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            if sig is None:
-                self.process.terminate()
-            else:
-                self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process is not None:
+            process_stop(self.process, timeout=15, sig=sig)
         self.process = None
 
     def restart(self) -> Gateway:
