@@ -427,8 +427,7 @@ class TopicHub:
     async def _catch_up(self, sub: Subscriber, snapshot: bool) -> None:
         reader: BacklogReader | None = None
         used_cache = used_kafka = False
-        # Bytes per chunk: well inside the client's bound, so a chunk never cuts it.
-        budget = max(1, min(_CHUNK_BYTES, sub.sink.limit // 4))
+        budget = self._chunk_budget(sub)
         try:
             if snapshot:
                 reader = BacklogReader(self.access, self.topic)
@@ -513,6 +512,11 @@ class TopicHub:
             return await self._blocking(reader.read, ranges, _CHUNK_RECORDS, max_bytes)
 
     @staticmethod
+    def _chunk_budget(sub: Subscriber) -> int:
+        """Bytes per catch-up chunk: well inside the client's bound, so a chunk never cuts it."""
+        return max(1, min(_CHUNK_BYTES, sub.sink.limit // 4))
+
+    @staticmethod
     def _trim(records: list[Record], budget: int) -> bool:
         """Cut ``records`` (in place) to about ``budget`` bytes; True if anything was cut."""
         total = 0
@@ -588,6 +592,8 @@ class TopicHub:
             for p, offset in reached.items():
                 cursor[p] = max(cursor[p], offset)
         frames: list[bytes] = []
+        pending = 0
+        budget = self._chunk_budget(sub)
         for index, p in enumerate(self.partitions):
             kept = sorted([*latest[p].values(), *keyless[p]], key=lambda r: r.offset)
             for record in kept:
@@ -602,11 +608,13 @@ class TopicHub:
                     self.invalid += 1
                     continue
                 frames.append(frame)
-                if len(frames) >= _CHUNK_RECORDS:
+                pending += len(frame)
+                if len(frames) >= _CHUNK_RECORDS or pending >= budget:
                     if not sub.sink.write(b"".join(frames)):
                         self._cut(sub)
                         return
                     frames.clear()
+                    pending = 0
                     await sub.sink.writable()
         positions.update(end)
         sub.sent_progress = progress_encode(positions)
