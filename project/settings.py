@@ -131,6 +131,8 @@ SLUICE = {
     # After the first new record, how long the topic fetcher waits for more to batch
     # (bounds the latency it adds; larger batches mean fewer writes per client).
     "FETCH_LINGER_MS": env.float("SLUICE_FETCH_LINGER_MS", default=5.0),
+    # A topic with no open stream for this long releases its consumer and cache.
+    "HUB_IDLE_SECONDS": env.float("SLUICE_HUB_IDLE_SECONDS", default=300.0),
     # Concurrent catch-up reads from Kafka (resumes older than the cache) per worker.
     "BACKLOG_READERS": env.int("SLUICE_BACKLOG_READERS", default=4),
 }

@@ -626,8 +626,11 @@ class TopicHub:
 class HubRegistry:
     """The hubs of one worker process, created on first use, plus their shared ticker."""
 
-    def __init__(self, access: KafkaAccess) -> None:
+    def __init__(self, access: KafkaAccess, idle_seconds: float = 300.0) -> None:
         self.access = access
+        # A hub with no stream for this long is stopped: its consumer, thread and cache go.
+        self.idle_seconds = idle_seconds
+        self._idle_since: dict[str, float] = {}
         self._hubs: dict[str, TopicHub] = {}
         self._starting: dict[str, asyncio.Future[TopicHub]] = {}
         self._ticker: asyncio.Task[None] | None = None
@@ -640,6 +643,7 @@ class HubRegistry:
         """The topic's hub, started (and level with Kafka) on first use."""
         found = self._hubs.get(topic)
         if found is not None:
+            self._idle_since.pop(topic, None)  # about to be used: not idle
             return found
         starting = self._starting.get(topic)
         if starting is not None:
@@ -672,6 +676,23 @@ class HubRegistry:
                     hub.evict_expired(now_ms)
                 except Exception:
                     logger.exception("hub ticker failed for %s", hub.topic)
+            self.sweep_idle(now)
+
+    def sweep_idle(self, now: float) -> list[str]:
+        """Stop hubs that have had no stream for ``idle_seconds``; return their topics."""
+        stopped = []
+        for topic, hub in list(self._hubs.items()):
+            if hub.live or hub.catching_up:
+                self._idle_since.pop(topic, None)
+                continue
+            since = self._idle_since.setdefault(topic, now)
+            if now - since >= self.idle_seconds:
+                del self._hubs[topic]
+                del self._idle_since[topic]
+                hub.stop()
+                stopped.append(topic)
+                logger.info("stopped the idle hub of %s", topic)
+        return stopped
 
     def stop(self) -> None:
         if self._ticker is not None:
@@ -680,3 +701,4 @@ class HubRegistry:
         for hub in self._hubs.values():
             hub.stop()
         self._hubs.clear()
+        self._idle_since.clear()

@@ -23,7 +23,7 @@ def hub_registry() -> HubRegistry:
             backlog_readers=config["BACKLOG_READERS"],
             fetch_linger_seconds=config["FETCH_LINGER_MS"] / 1000,
         )
-        _registry = HubRegistry(access)
+        _registry = HubRegistry(access, idle_seconds=config["HUB_IDLE_SECONDS"])
     return _registry
 
 

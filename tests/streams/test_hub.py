@@ -8,7 +8,7 @@ import time
 import pytest
 
 from streams.cache import CacheLimits, PartitionCache
-from streams.hub import StartPlan, Subscriber, TopicHub
+from streams.hub import HubRegistry, StartPlan, Subscriber, TopicHub
 from streams.ids import progress_decode
 from streams.kafka import PartitionEnd
 from streams.matching import FilterSet, MessageFilter
@@ -210,3 +210,19 @@ async def test_unfiltered_subscribers_share_one_batch_buffer() -> None:
     assert all(batch is batches[0] for batch in batches)
     assert [e.data for e in EventParser().feed(batches[0])] == ["x", "y"]
     assert hub.deliveries == 6
+
+
+async def test_idle_hubs_are_stopped_and_busy_ones_kept() -> None:
+    registry = HubRegistry(access=None, idle_seconds=10)  # type: ignore[arg-type]
+    idle, busy = make_hub(), make_hub()
+    idle.topic, busy.topic = "idle", "busy"
+    registry.hubs.update({"idle": idle, "busy": busy})
+    hold = Subscriber(FakeSink())
+    busy.subscribe(hold, StartPlan(dict(busy.next)), 0)
+    assert registry.sweep_idle(100.0) == []  # idle clock starts
+    assert registry.sweep_idle(105.0) == []
+    assert registry.sweep_idle(110.0) == ["idle"]
+    assert set(registry.hubs) == {"busy"}
+    busy.unsubscribe(hold)
+    assert registry.sweep_idle(111.0) == []
+    assert registry.sweep_idle(121.0) == ["busy"]
