@@ -20,6 +20,7 @@ import heapq
 import logging
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -199,9 +200,9 @@ class TopicHub:
         self._in_flight.release()
         # Every live subscriber has been written everything before this batch.
         before = dict(self.next)
-        shared: dict[tuple[str, str], list[bytes]] = {}
+        shared: defaultdict[tuple[str, str], list[bytes]] = defaultdict(list)
         shared_last: dict[tuple[str, str], str] = {}
-        out: dict[Subscriber, list[bytes]] = {}
+        out: defaultdict[Subscriber, list[bytes]] = defaultdict(list)
         last: dict[Subscriber, str] = {}
         unfiltered = self._unfiltered
         filtered = self._filtered
@@ -230,30 +231,21 @@ class TopicHub:
             self.cached_bytes += record.size
             self.records_in += 1
             for form, subs in unfiltered.items():
-                if not subs:
-                    continue
-                frame = record.live_frame(*form)
-                if frame is None:
-                    self.invalid += 1
-                    continue
-                frames = shared.get(form)
-                if frames is None:
-                    shared[form] = [frame]
-                else:
-                    frames.append(frame)
-                shared_last[form] = progress_id
+                if subs:
+                    frame = record.live_frame(*form)
+                    if frame is None:
+                        self.invalid += 1
+                    else:
+                        shared[form].append(frame)
+                        shared_last[form] = progress_id
             for sub in filtered:
                 if sub.filters.matches(record.key, record.headers):
                     frame = record.live_frame(sub.form, sub.binary)
                     if frame is None:
                         self.invalid += 1
-                        continue
-                    frames = out.get(sub)
-                    if frames is None:
-                        out[sub] = [frame]
                     else:
-                        frames.append(frame)
-                    last[sub] = progress_id
+                        out[sub].append(frame)
+                        last[sub] = progress_id
         self._evict()
         for form, frames in shared.items():
             data = frames[0] if len(frames) == 1 else b"".join(frames)
