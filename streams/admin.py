@@ -27,15 +27,16 @@ class RouteFilterInline(admin.TabularInline):
 
 @admin.register(Route)
 class RouteAdmin(admin.ModelAdmin):
-    list_display = ["path", "topic", "kind", "initial", "event_id", "allow_since", "enabled", "order"]
+    list_display = ["path", "topic", "kind", "guard", "initial", "event_id", "allow_since", "enabled", "order"]
     list_editable = ["enabled", "order"]
-    list_filter = ["enabled", "kind", "initial", "event_id", "allow_since"]
+    list_filter = ["enabled", "kind", "guard", "initial", "event_id", "allow_since"]
     search_fields = ["path", "topic", "description"]
     readonly_fields = ["created", "updated"]
     inlines = [RouteFilterInline]
     fieldsets = [
         (None, {"fields": ["path", "kind", "topic", "description", "enabled", "order"]}),
         ("Stream", {"fields": ["initial", "allow_since", "event_id", "binary"]}),
+        ("Access", {"fields": ["guard", "roles"]}),
         ("Delivery", {"fields": ["retry_ms", "heartbeat_seconds", "max_pending_bytes"]}),
         ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
     ]

@@ -101,6 +101,17 @@ class Route(models.Model):
         validators=[MinValueValidator(4096)],
         help_text="A client further behind than this is disconnected (it resumes from its last id).",
     )
+    guard = models.ForeignKey(
+        "guards.Guard",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,  # deleting a guard must never leave its routes open
+        related_name="routes",
+        help_text="JWT guard; blank: the route is public.",
+    )
+    roles = models.JSONField(
+        default=list, blank=True, help_text='Roles the token must grant, all of them, e.g. ["read:items"].'
+    )
     enabled = models.BooleanField(default=True)
     description = models.CharField(max_length=200, blank=True)
     created = models.DateTimeField(auto_now_add=True)
@@ -116,6 +127,20 @@ class Route(models.Model):
     def clean(self) -> None:
         super().clean()
         errors: dict[str, str] = {}
+        if self.roles is None:
+            self.roles = []
+        if not isinstance(self.roles, list) or not all(isinstance(r, str) and r for r in self.roles):
+            errors["roles"] = 'Give a list of role names, e.g. ["read:items"].'
+        elif self.roles and self.guard_id is None:
+            errors["roles"] = "Roles need a guard."
+        try:
+            template = template_compile(self.topic)
+        except TemplateError:
+            template = None
+        if template is not None and not template.params_only and self.guard_id is None:
+            errors["topic"] = "${identity} and ${attributes.NAME} need a guard."
+        if errors:
+            raise ValidationError(errors)
         try:
             params = set(pattern_compile(self.path).params)
         except PatternError:
@@ -162,6 +187,13 @@ class RouteFilter(models.Model):
         ):
             raise ValidationError({"headers": 'Give an object of header names to string values, e.g. {"tag": "blue"}.'})
         params = self._route_params()
+        if not self._route_guarded():
+            for template in self.templates():
+                try:
+                    if not template_compile(template).params_only:
+                        raise ValidationError({"key": "${identity} and ${attributes.NAME} need a guard on the route."})
+                except TemplateError:
+                    pass  # reported below or by the field validator
         for name, value in self.headers.items():
             if not name or any(c in name for c in "\r\n\x00"):
                 raise ValidationError({"headers": f"'{name}' is not a usable header name."})
@@ -178,6 +210,12 @@ class RouteFilter(models.Model):
                 return  # the field validator already reported it
             if used - params:
                 raise ValidationError({"key": f"${{params.{min(used - params)}}} is not a path parameter."})
+
+    def _route_guarded(self) -> bool:
+        try:
+            return self.route.guard_id is not None
+        except Route.DoesNotExist:
+            return True  # nothing to say until the route exists
 
     def _route_params(self) -> frozenset[str] | None:
         """Parameters of the route's path; None while the route or its path is not usable."""

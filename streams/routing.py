@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from guards.policy import GuardPolicy
+
 from .matching import FilterSet, MessageFilter
 from .patterns import PathPattern
 from .templating import ExpansionContext, Template
@@ -30,6 +32,8 @@ class RouteSpec:
     retry_ms: int
     heartbeat_seconds: int
     max_pending_bytes: int
+    guard: GuardPolicy | None = None
+    roles: tuple[str, ...] = ()
 
     def resolve(self, context: ExpansionContext) -> tuple[str, FilterSet]:
         """The topic and filters for one request (raises ``TemplateError``)."""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+
+from guards.models import Guard
+from guards.policy import GuardPolicy, PolicyError
 
 from .cache import CacheLimits
 from .models import Route, Topic
@@ -13,13 +17,26 @@ from .patterns import pattern_compile
 from .routing import FilterSpec, RouteSpec, RouteTable
 from .templating import template_compile
 
+logger = logging.getLogger("sluice.guards")
+
 _table: tuple[float, RouteTable] | None = None
+
+
+def guard_policy(guard: Guard) -> GuardPolicy:
+    """The guard's compiled policy; one that no longer compiles refuses every token (fail closed)."""
+    try:
+        return guard.policy()
+    except PolicyError as exc:
+        logger.error("guard %s is unusable (%s: %s); its routes refuse every token", guard.name, exc.field, exc)
+        return GuardPolicy(name=guard.name, algorithms=())
 
 
 def route_table_build() -> RouteTable:
     """Compile every enabled route, in match order."""
     specs = []
-    for route in Route.objects.filter(enabled=True).prefetch_related("filters").order_by("order", "path"):
+    for route in (
+        Route.objects.filter(enabled=True).select_related("guard").prefetch_related("filters").order_by("order", "path")
+    ):
         filters = tuple(
             FilterSpec(
                 key=template_compile(f.key) if f.key else None,
@@ -40,6 +57,8 @@ def route_table_build() -> RouteTable:
                 retry_ms=route.retry_ms,
                 heartbeat_seconds=route.heartbeat_seconds,
                 max_pending_bytes=route.max_pending_bytes,
+                guard=guard_policy(route.guard) if route.guard is not None else None,
+                roles=tuple(route.roles or ()),
             )
         )
     return RouteTable(tuple(specs))

@@ -6,6 +6,8 @@ from typing import Any
 
 from django.db import transaction
 
+from guards.models import Guard
+
 from .models import Route, RouteFilter, Topic
 
 
@@ -22,8 +24,13 @@ def topic_upsert(*, name: str, **fields: Any) -> Topic:
 
 @transaction.atomic
 def route_upsert(*, path: str, filters: list[dict[str, Any]] | None = None, **fields: Any) -> Route:
-    """Create or update the route for ``path``; ``filters`` (if given) replaces its filters."""
+    """Create or update the route for ``path``; ``filters`` (if given) replaces its filters.
+
+    ``guard`` may be a :class:`Guard`, its name (``Guard.DoesNotExist`` if there is none) or None.
+    """
     route = Route.objects.filter(path=path).first() or Route(path=path)
+    if isinstance(fields.get("guard"), str):
+        fields["guard"] = Guard.objects.get(name=fields["guard"])
     for field, value in fields.items():
         setattr(route, field, value)
     route.full_clean()

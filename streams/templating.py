@@ -40,6 +40,11 @@ class Template:
         return frozenset(ref[1] for _, ref in self.parts if ref and ref[0] == "params")
 
     @property
+    def params_only(self) -> bool:
+        """True if the template needs no verified token (no ``${identity}``, no ``${attributes.NAME}``)."""
+        return all(ref is None or ref[0] == "params" for _, ref in self.parts)
+
+    @property
     def is_literal(self) -> bool:
         return all(ref is None for _, ref in self.parts)
 

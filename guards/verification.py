@@ -1,0 +1,158 @@
+"""Token -> principal for one guard policy (SPEC 4.2), with PyJWT and no Django.
+
+simplejwt's ``TokenBackend`` is not used: it binds one algorithm to one key
+(no per-``kid`` key set), folds every failure but expiry into "Token is
+invalid" (the spec wants the reason), and imports Django. The key choice is
+ours; PyJWT checks the signature and the registered claims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jwt
+from jwt.types import Options
+
+from .policy import HMAC_ALGORITHMS, GuardPolicy
+
+
+class TokenRejected(Exception):
+    """A token the guard refuses. ``reason`` is stable (it reaches the JSON body); ``detail`` is for people."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a verified token speaks for, and what it grants."""
+
+    guard: str
+    identity: str
+    roles: frozenset[str]
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    expires: int = 0
+
+    def grants(self, roles: tuple[str, ...] | frozenset[str]) -> bool:
+        return all(role in self.roles for role in roles)
+
+
+_MISSING = object()
+
+
+def claim_lookup(claims: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted path (``realm_access.roles``); a top-level claim named with dots wins."""
+    if path in claims:
+        return claims[path]
+    value: Any = claims
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def roles_read(claims: Mapping[str, Any], path: str) -> frozenset[str]:
+    """A string is split on whitespace (OAuth ``scope``), a list used as is; anything else grants nothing."""
+    value = claim_lookup(claims, path)
+    if isinstance(value, str):
+        return frozenset(value.split())
+    if isinstance(value, list):
+        return frozenset(item for item in value if isinstance(item, str))
+    return frozenset()
+
+
+def _scalar_text(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    return None
+
+
+def _key_select(policy: GuardPolicy, header: Mapping[str, Any]) -> tuple[str, Any]:
+    """The algorithm and key to verify with; only ``alg`` and ``kid`` are read (never ``jku``, ``x5u``, ``jwk``)."""
+    alg = header.get("alg")
+    if not isinstance(alg, str) or alg.lower() == "none":
+        raise TokenRejected("alg_not_allowed", "unsigned tokens (alg none) are refused")
+    if alg not in policy.algorithms:
+        raise TokenRejected("alg_not_allowed", f"alg {alg} is not allowed by this guard")
+    kid = header.get("kid")
+    if kid is not None and not isinstance(kid, str):
+        raise TokenRejected("malformed_token", "kid is not a string")
+    key = policy.key_for(kid) if kid is not None else None
+    if key is not None:
+        # The key decides its algorithm: a token claiming HS256 for an RSA key's kid
+        # (the RS256 -> HS256 key confusion) stops here.
+        if key.alg != alg:
+            raise TokenRejected("alg_mismatch", f"key {kid!r} is for {key.alg}, the token says {alg}")
+        return alg, key.key
+    if alg in HMAC_ALGORITHMS:
+        return alg, policy.secret
+    if kid is None and len(policy.keys) == 1 and policy.keys[0].alg == alg:
+        return alg, policy.keys[0].key  # an issuer with one key often omits kid
+    if kid is None:
+        raise TokenRejected("unknown_kid", "the token names no kid and the guard has no single key for it")
+    raise TokenRejected("unknown_kid", f"no key with kid {kid!r}")
+
+
+def token_verify(policy: GuardPolicy, token: str) -> Principal:
+    """Verify ``token`` against ``policy`` or raise :class:`TokenRejected` with the reason."""
+    try:
+        header = jwt.get_unverified_header(token)
+    except jwt.PyJWTError as exc:
+        raise TokenRejected("malformed_token", "not a signed JWT") from exc
+    alg, key = _key_select(policy, header)
+    options: Options = {"require": ["exp"], "verify_aud": bool(policy.audience)}
+    try:
+        claims = jwt.decode(
+            token,
+            key,
+            algorithms=[alg],
+            audience=policy.audience or None,
+            issuer=policy.issuer or None,
+            leeway=policy.leeway,
+            options=options,
+        )
+    except jwt.ExpiredSignatureError as exc:
+        raise TokenRejected("expired", "the token has expired") from exc
+    except jwt.ImmatureSignatureError as exc:
+        raise TokenRejected("not_yet_valid", "the token is not valid yet") from exc
+    except jwt.InvalidSignatureError as exc:
+        raise TokenRejected("bad_signature", "the signature does not verify") from exc
+    except jwt.InvalidIssuerError as exc:
+        raise TokenRejected("wrong_issuer", "the issuer (iss) is not the guard's") from exc
+    except jwt.InvalidAudienceError as exc:
+        raise TokenRejected("wrong_audience", "the audience (aud) is not the guard's") from exc
+    except jwt.MissingRequiredClaimError as exc:
+        reason = {"iss": "wrong_issuer", "aud": "wrong_audience"}.get(exc.claim, "missing_claim")
+        raise TokenRejected(reason, f"the token has no {exc.claim} claim") from exc
+    except (jwt.InvalidKeyError, jwt.InvalidAlgorithmError) as exc:
+        raise TokenRejected("alg_mismatch", "the token's algorithm does not fit the key") from exc
+    except jwt.DecodeError as exc:
+        raise TokenRejected("malformed_token", "the token does not decode") from exc
+    except jwt.PyJWTError as exc:
+        raise TokenRejected("invalid_token", type(exc).__name__) from exc
+    return principal_from_claims(policy, claims)
+
+
+def principal_from_claims(policy: GuardPolicy, claims: Mapping[str, Any]) -> Principal:
+    identity = _scalar_text(claim_lookup(claims, policy.identity_claim))
+    if identity is None:
+        raise TokenRejected("missing_claim", f"the token has no {policy.identity_claim} claim (identity)")
+    attributes: dict[str, str] = {}
+    for name, path in policy.attributes.items():
+        value = _scalar_text(claim_lookup(claims, path))
+        if value is not None:
+            attributes[name] = value
+    return Principal(
+        guard=policy.name,
+        identity=identity,
+        roles=roles_read(claims, policy.roles_claim),
+        attributes=attributes,
+        expires=int(claims["exp"]),
+    )

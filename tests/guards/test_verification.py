@@ -1,0 +1,208 @@
+"""Token verification against a compiled policy: every reason a token is refused, and what a good one yields."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from guards.policy import GuardPolicy, policy_compile
+from guards.verification import TokenRejected, claim_lookup, roles_read, token_verify
+from tests.guards.tokens import (
+    ec_key,
+    ed_key,
+    guard_fields,
+    mint,
+    mint_hs256,
+    mint_unsigned,
+    rsa_key,
+)
+
+
+def policy(**overrides: Any) -> GuardPolicy:
+    return policy_compile(name="g", **guard_fields(**overrides))
+
+
+def rejected(token: str, guard: GuardPolicy | None = None) -> str:
+    with pytest.raises(TokenRejected) as caught:
+        token_verify(guard or policy(), token)
+    return caught.value.reason
+
+
+@pytest.mark.parametrize("key", [rsa_key, ec_key, ed_key], ids=["RS256", "ES256", "EdDSA"])
+def test_valid_asymmetric_token_yields_principal(key: Any) -> None:
+    principal = token_verify(policy(), mint(key()))
+    assert principal.guard == "g"
+    assert principal.identity == "alice"
+    assert principal.roles == {"read:items", "write:items"}
+    assert principal.expires > time.time()
+
+
+def test_valid_hs256_token_uses_the_secret() -> None:
+    assert token_verify(policy(), mint_hs256()).identity == "alice"
+
+
+def test_hs256_with_another_secret_is_a_bad_signature() -> None:
+    assert rejected(mint_hs256("another-secret-that-is-also-32-bytes-long")) == "bad_signature"
+
+
+def test_expired() -> None:
+    assert rejected(mint(exp=int(time.time()) - 10)) == "expired"
+
+
+def test_not_yet_valid() -> None:
+    assert rejected(mint(nbf=int(time.time()) + 60)) == "not_yet_valid"
+
+
+def test_issued_in_the_future_is_not_yet_valid() -> None:
+    assert rejected(mint(iat=int(time.time()) + 60)) == "not_yet_valid"
+
+
+def test_leeway_admits_a_token_expired_within_it() -> None:
+    token = mint(exp=int(time.time()) - 10)
+    assert token_verify(policy(leeway=30), token).identity == "alice"
+    assert rejected(token, policy(leeway=5)) == "expired"
+
+
+def test_leeway_admits_nbf_within_it() -> None:
+    token = mint(nbf=int(time.time()) + 10)
+    assert token_verify(policy(leeway=30), token).identity == "alice"
+
+
+def test_missing_exp_is_refused() -> None:
+    assert rejected(mint(exp=None)) == "missing_claim"
+
+
+@pytest.mark.parametrize(("claim", "value"), [("iss", "https://evil.test"), ("iss", None)])
+def test_wrong_issuer(claim: str, value: Any) -> None:
+    assert rejected(mint(**{claim: value})) == "wrong_issuer"
+
+
+@pytest.mark.parametrize("value", ["someone-else", ["a", "b"], None])
+def test_wrong_audience(value: Any) -> None:
+    assert rejected(mint(aud=value)) == "wrong_audience"
+
+
+def test_audience_list_containing_ours_is_accepted() -> None:
+    assert token_verify(policy(), mint(aud=["other", "sluice-tests"])).identity == "alice"
+
+
+def test_blank_issuer_and_audience_are_not_checked() -> None:
+    token = mint(iss="anyone", aud="anything")
+    assert token_verify(policy(issuer="", audience=""), token).identity == "alice"
+
+
+def test_unknown_kid() -> None:
+    assert rejected(mint(kid="rotated-away")) == "unknown_kid"
+
+
+def test_no_kid_with_a_single_key_uses_it() -> None:
+    single = policy(keys=[rsa_key().jwk()], algorithms=["RS256"], secret="")
+    assert token_verify(single, mint(kid=None)).identity == "alice"
+
+
+def test_no_kid_with_several_keys_is_unknown() -> None:
+    assert rejected(mint(kid=None)) == "unknown_kid"
+
+
+def test_alg_mismatch_between_header_and_key() -> None:
+    # Signed with the EC key but naming the RSA key's kid: the key's alg decides.
+    assert rejected(mint(ec_key(), kid=rsa_key().kid)) == "alg_mismatch"
+
+
+def test_alg_not_in_the_allowed_list() -> None:
+    assert rejected(mint(ec_key()), policy(algorithms=["RS256"], keys=[rsa_key().jwk()], secret="")) == (
+        "alg_not_allowed"
+    )
+
+
+def test_alg_none_is_refused_even_with_valid_claims() -> None:
+    assert rejected(mint_unsigned()) == "alg_not_allowed"
+
+
+def test_tampered_signature() -> None:
+    head, body, signature = mint().split(".")
+    flipped = ("A" if signature[10] != "A" else "B").join((signature[:10], signature[11:]))
+    assert rejected(f"{head}.{body}.{flipped}") == "bad_signature"
+
+
+def test_tampered_payload() -> None:
+    head, _, signature = mint().split(".")
+    _, forged_body, _ = mint(sub="mallory").split(".")
+    assert rejected(f"{head}.{forged_body}.{signature}") == "bad_signature"
+
+
+def test_key_confusion_rs256_to_hs256_with_the_key_id() -> None:
+    """The RSA public key PEM as an HMAC secret, naming the RSA kid: refused as an alg mismatch."""
+    token = mint_hs256(rsa_key().public_pem(), kid=rsa_key().kid)
+    assert rejected(token) == "alg_mismatch"
+
+
+def test_key_confusion_rs256_to_hs256_without_key_id() -> None:
+    """Without a kid the HS256 path uses only the guard's secret, so the PEM-signed token does not verify."""
+    assert rejected(mint_hs256(rsa_key().public_pem())) == "bad_signature"
+
+
+def test_key_confusion_when_hs256_is_not_allowed() -> None:
+    rsa_only = policy(algorithms=["RS256"], keys=[rsa_key().jwk()], secret="")
+    assert rejected(mint_hs256(rsa_key().public_pem(), kid=rsa_key().kid), rsa_only) == "alg_not_allowed"
+
+
+def test_jku_and_x5u_are_ignored() -> None:
+    """A header pointing at the attacker's keys changes nothing: only inline keys verify."""
+    attacker = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    headers = {"kid": rsa_key().kid, "jku": "https://evil.test/jwks", "x5u": "https://evil.test/cert"}
+    token = jwt.encode(
+        {"iss": "https://issuer.test", "aud": "sluice-tests", "sub": "x", "exp": int(time.time()) + 60},
+        attacker,
+        algorithm="RS256",
+        headers=headers,
+    )
+    assert rejected(token) == "bad_signature"
+
+
+@pytest.mark.parametrize("token", ["", "not-a-jwt", "a.b.c", "e30.e30."])
+def test_malformed(token: str) -> None:
+    assert rejected(token) in {"malformed_token", "alg_not_allowed"}
+
+
+def test_missing_identity_claim() -> None:
+    assert rejected(mint(sub=None)) == "missing_claim"
+
+
+def test_identity_from_another_claim() -> None:
+    assert token_verify(policy(identity_claim="email"), mint(email="a@example.com")).identity == "a@example.com"
+
+
+def test_roles_as_string_list_and_dotted_path() -> None:
+    assert token_verify(policy(roles_claim="scope"), mint(scope="a  b\tc")).roles == {"a", "b", "c"}
+    assert token_verify(policy(roles_claim="roles"), mint(roles=["x", "y"])).roles == {"x", "y"}
+    nested = mint(realm_access={"roles": ["admin", "reader"]})
+    assert token_verify(policy(roles_claim="realm_access.roles"), nested).roles == {"admin", "reader"}
+
+
+def test_roles_missing_or_odd_grant_nothing() -> None:
+    assert token_verify(policy(roles_claim="roles"), mint()).roles == frozenset()
+    assert roles_read({"roles": 7}, "roles") == frozenset()
+    assert roles_read({"roles": ["a", 1, None]}, "roles") == {"a"}
+
+
+def test_grants_needs_every_role() -> None:
+    principal = token_verify(policy(), mint(scope="read:items"))
+    assert principal.grants(("read:items",))
+    assert not principal.grants(("read:items", "write:items"))
+    assert principal.grants(())
+
+
+def test_attributes_from_claim_paths() -> None:
+    guard = policy(attributes={"tenant": "org.id", "level": "level", "absent": "nope"})
+    principal = token_verify(guard, mint(org={"id": "acme"}, level=3))
+    assert principal.attributes == {"tenant": "acme", "level": "3"}
+
+
+def test_claim_lookup_prefers_a_literal_dotted_name() -> None:
+    assert claim_lookup({"a.b": 1, "a": {"b": 2}}, "a.b") == 1
+    assert claim_lookup({"a": {"b": 2}}, "a.b") == 2
