@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
+from .admission import stream_admit
 from .errors import (
     InvalidLastEventId,
     InvalidParameter,
@@ -156,6 +157,7 @@ class StreamConsumer:
                 headers=[(b"allow", ", ".join(STREAM_METHODS).encode())],
             )
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        principal = stream_admit(route, scope, query)
         last = last_event_id_read(scope, query)
         since_ms: int | None = None
         if "since" in query:
@@ -163,7 +165,12 @@ class StreamConsumer:
                 raise InvalidSince("this route does not accept since")
             since_ms = since_parse(query["since"][0])
         try:
-            topic, filters = route.resolve(ExpansionContext(self.params))
+            context = (
+                ExpansionContext(self.params, identity=principal.identity, attributes=principal.attributes)
+                if principal is not None
+                else ExpansionContext(self.params)
+            )
+            topic, filters = route.resolve(context)
         except TemplateError as exc:
             raise InvalidParameter(str(exc)) from exc
         try:

@@ -11,13 +11,19 @@ class StreamError(Exception):
     status = 400
     code = "bad_request"
 
-    def __init__(self, detail: str, *, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    def __init__(
+        self, detail: str, *, headers: list[tuple[bytes, bytes]] | None = None, reason: str | None = None
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.headers = headers or []
+        self.reason = reason
 
     def body(self) -> bytes:
-        return json.dumps({"error": self.code, "status": self.status, "detail": self.detail}).encode("utf-8")
+        document: dict[str, object] = {"error": self.code, "status": self.status, "detail": self.detail}
+        if self.reason is not None:
+            document["reason"] = self.reason
+        return json.dumps(document).encode("utf-8")
 
 
 class InvalidLastEventId(StreamError):
@@ -45,3 +51,24 @@ class MethodNotAllowed(StreamError):
 class KafkaNotAvailable(StreamError):
     status = 503
     code = "kafka_unavailable"
+
+
+class MissingCredentials(StreamError):
+    """A guarded route asked for without a token (SPEC 4.2)."""
+
+    status = 401
+    code = "unauthorized"
+
+
+class InvalidToken(StreamError):
+    """A token the guard refuses; ``reason`` names why (expired, bad_signature, ...)."""
+
+    status = 401
+    code = "invalid_token"
+
+
+class InsufficientRoles(StreamError):
+    """A valid token that does not grant every role the route requires."""
+
+    status = 403
+    code = "forbidden"

@@ -1,0 +1,193 @@
+"""Guarded routes end to end: a real gateway (``runstreams``) admits, refuses and filters by token (SPEC 4.2)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.guards.tokens import ec_key, guard_fields, mint, mint_hs256, mint_unsigned, rsa_key
+from tests.polling import condition_wait
+from tests.streams.test_wire import WAIT, open_stream
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture
+async def client(gateway: Any) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=httpx.Timeout(WAIT)) as http:
+        yield http
+
+
+@pytest.fixture
+def guard(stream_db: None) -> Callable[..., str]:
+    """Factory: a guard trusting the test keys, through the services layer; returns its (unique) name."""
+    from guards.services import guard_upsert
+
+    def make(**overrides: Any) -> str:
+        name = f"g-{uuid.uuid4().hex[:8]}"
+        guard_upsert(name=name, **guard_fields(**overrides))
+        return name
+
+    return make
+
+
+@pytest.fixture
+def secure(kafka: Any, route: Any, guard: Callable[..., str]) -> tuple[str, str, str]:
+    """A guarded route requiring read:items on a fresh topic: (path, topic, guard name)."""
+    topic = kafka.topic()
+    name = guard(query_param="access_token", cookie_name="jwt")
+    path = f"/secure/{uuid.uuid4().hex[:8]}"
+    route(path=path, topic=topic, guard=name, roles=["read:items"], initial="earliest", heartbeat_seconds=3600)
+    return path, topic, name
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+async def test_no_credentials_is_401_with_the_realm(client: httpx.AsyncClient, secure: tuple[str, str, str]) -> None:
+    path, _, name = secure
+    response = await client.get(path)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == f'Bearer realm="{name}"'
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["error"] == "unauthorized"
+
+
+def _now() -> int:
+    return int(time.time())
+
+
+TOKEN_CASES: list[tuple[str, Callable[[], str]]] = [
+    ("bad_signature", lambda: mint_hs256("not-the-guard-secret-but-32-bytes-long!")),
+    ("wrong_issuer", lambda: mint(iss="https://evil.test")),
+    ("wrong_audience", lambda: mint(aud="someone-else")),
+    ("expired", lambda: mint(exp=_now() - 60)),
+    ("not_yet_valid", lambda: mint(nbf=_now() + 600)),
+    ("unknown_kid", lambda: mint(kid="rotated-away")),
+    ("alg_mismatch", lambda: mint(ec_key(), kid=rsa_key().kid)),
+    ("alg_mismatch", lambda: mint_hs256(rsa_key().public_pem(), kid=rsa_key().kid)),
+    ("alg_not_allowed", lambda: mint_unsigned()),
+    ("malformed_token", lambda: "not-a-token"),
+]
+
+
+@pytest.mark.parametrize(("reason", "token"), TOKEN_CASES, ids=[f"{r}-{i}" for i, (r, _) in enumerate(TOKEN_CASES)])
+async def test_refused_token_is_401_invalid_token_with_the_reason(
+    client: httpx.AsyncClient, secure: tuple[str, str, str], reason: str, token: Callable[[], str]
+) -> None:
+    path, _, name = secure
+    response = await client.get(path, headers=bearer(token()))
+    assert response.status_code == 401, response.text
+    assert response.headers["www-authenticate"] == f'Bearer realm="{name}", error="invalid_token"'
+    body = response.json()
+    assert (body["error"], body["status"], body["reason"]) == ("invalid_token", 401, reason)
+
+
+async def test_missing_role_is_403(client: httpx.AsyncClient, secure: tuple[str, str, str]) -> None:
+    path, _, name = secure
+    response = await client.get(path, headers=bearer(mint(scope="write:items")))
+    assert response.status_code == 403
+    assert response.headers["www-authenticate"] == f'Bearer realm="{name}", error="insufficient_scope"'
+    body = response.json()
+    assert (body["error"], body["reason"]) == ("forbidden", "insufficient_roles")
+    assert "read:items" in body["detail"]
+
+
+@pytest.mark.parametrize("carrier", ["header", "query", "cookie"])
+async def test_valid_token_with_the_role_streams(
+    client: httpx.AsyncClient, kafka: Any, secure: tuple[str, str, str], carrier: str
+) -> None:
+    path, topic, _ = secure
+    kafka.produce(topic, "hello", key="k")
+    token = mint(scope="read:items")
+    request: dict[str, Any] = {
+        "header": {"headers": bearer(token)},
+        "query": {"params": {"access_token": token}},
+        "cookie": {"headers": {"cookie": f"other=1; jwt={token}"}},
+    }[carrier]
+    async with open_stream(client, path, **request) as stream:
+        assert await stream.read_data("hello") == ["hello"]
+
+
+async def test_cookie_is_tried_before_header_and_header_before_query(
+    client: httpx.AsyncClient, secure: tuple[str, str, str]
+) -> None:
+    path, _, _ = secure
+    good, bad = mint(), mint(exp=_now() - 60)
+    assert (await client.head(path, headers={"cookie": f"jwt={good}", **bearer(bad)})).status_code == 200
+    response = await client.get(path, headers={"cookie": f"jwt={bad}", **bearer(good)})
+    assert (response.status_code, response.json()["reason"]) == (401, "expired")
+    response = await client.get(path, headers=bearer(bad), params={"access_token": good})
+    assert (response.status_code, response.json()["reason"]) == (401, "expired")
+
+
+async def test_each_user_gets_only_their_own_messages(
+    client: httpx.AsyncClient, kafka: Any, route: Any, guard: Callable[..., str]
+) -> None:
+    topic = kafka.topic(partitions=2)
+    path = f"/mine/{uuid.uuid4().hex[:8]}"
+    route(path=path, topic=topic, guard=guard(), filters=[{"key": "${identity}"}], initial="earliest")
+    for key, value in [("alice", "a1"), ("bob", "b1"), ("alice", "a2"), ("carol", "c1"), ("bob", "b2")]:
+        kafka.produce(topic, value, key=key)
+    async with open_stream(client, path, headers=bearer(mint(sub="alice"))) as alice:
+        assert await alice.read_data("a2") == ["a1", "a2"]
+        kafka.produce(topic, "b3", key="bob")
+        kafka.produce(topic, "a3", key="alice")
+        async with open_stream(client, path, headers=bearer(mint(sub="bob"))) as bob:
+            assert sorted(await bob.read_data("b3")) == ["b1", "b2", "b3"]
+        assert await alice.read_data("a3") == ["a1", "a2", "a3"]
+
+
+async def test_topic_from_a_token_attribute(
+    client: httpx.AsyncClient, kafka: Any, route: Any, guard: Callable[..., str]
+) -> None:
+    topic = kafka.topic()
+    tenant = topic.split("-", 1)[1]
+    path = f"/tenant/{uuid.uuid4().hex[:8]}"
+    route(path=path, topic="t-${attributes.tenant}", guard=guard(attributes={"tenant": "org.id"}), initial="earliest")
+    kafka.produce(topic, "for the tenant")
+    async with open_stream(client, path, headers=bearer(mint(org={"id": tenant}))) as stream:
+        assert await stream.read_data("for the tenant") == ["for the tenant"]
+
+
+async def test_public_route_still_streams_without_credentials(
+    client: httpx.AsyncClient, kafka: Any, route: Any
+) -> None:
+    topic = kafka.topic()
+    route(path=f"/open/{topic}", topic=topic, initial="earliest")
+    kafka.produce(topic, "public")
+    async with open_stream(client, f"/open/{topic}") as stream:
+        assert await stream.read_data("public") == ["public"]
+
+
+async def test_refusals_are_logged_without_the_token(
+    client: httpx.AsyncClient, gateway: Any, secure: tuple[str, str, str]
+) -> None:
+    path, _, _ = secure
+    tokens = {
+        "expired": mint(exp=_now() - 60, sub="log-test-expired"),
+        "bad_signature": mint_hs256("not-the-guard-secret-but-32-bytes-long!", sub="log-test-sig"),
+        "insufficient_roles": mint(scope="nothing", sub="log-test-roles"),
+    }
+    await client.get(path, headers=bearer(tokens["expired"]))
+    await client.get(path, params={"access_token": tokens["bad_signature"]})
+    await client.get(path, headers={"cookie": f"jwt={tokens['insufficient_roles']}"})
+    await client.get(path)
+
+    def refusals() -> list[str]:
+        return [line for line in gateway.output if "refused" in line and f"route={path}" in line]
+
+    lines = condition_wait(lambda: len(refusals()) >= 4 and refusals(), within=WAIT, what="four refusals logged")
+    output = "".join(gateway.output)
+    for reason in [*tokens, "no_credentials"]:
+        assert any(f"reason={reason}" in line and "client=127.0.0.1:" in line for line in lines), (reason, lines)
+    for token in tokens.values():
+        assert token not in output
+        assert token.split(".")[2] not in output  # not even the signature part
+    assert all("sluice.guards" in line for line in lines)
