@@ -35,7 +35,7 @@ class Guard(models.Model):
         help_text='Inline public JWKs, each with kid and alg (a JWKS document {"keys": [...]} is accepted too).',
     )
     jwks_url = models.URLField(
-        blank=True, help_text="JWKS endpoint. Validated and stored; not fetched yet (use inline keys)."
+        blank=True, help_text="JWKS endpoint (https, or http to loopback): cached, refreshed on an unknown kid."
     )
     secret = models.CharField(max_length=500, blank=True, help_text="HS256 secret (at least 32 bytes).")
     roles_claim = models.CharField(

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import jwt
 
@@ -23,6 +24,7 @@ HMAC_MIN_SECRET_BYTES = 32  # RFC 7518 3.2: at least the size of the hash output
 CREDENTIALS_PLACEHOLDER = "{credentials}"
 # Private members of RSA, EC and OKP keys: a guard only ever needs the public half.
 _PRIVATE_MEMBERS = ("d", "p", "q", "dp", "dq", "qi", "oth", "k")
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 _CLAIM_PATH = re.compile(r"[^.\s]+(\.[^.\s]+)*\Z")
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -152,6 +154,12 @@ def attributes_check(attributes: Any) -> dict[str, str]:
     return dict(attributes)
 
 
+def jwks_url_usable(url: str) -> bool:
+    """https, or plain http to a loopback address (a development identity provider)."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS)
+
+
 def header_template_split(template: str) -> tuple[str, str]:
     """``"Bearer {credentials}"`` -> ``("Bearer ", "")``."""
     if template.count(CREDENTIALS_PLACEHOLDER) != 1:
@@ -187,8 +195,8 @@ def policy_compile(
             raise PolicyError("secret", "HS256 needs a secret.")
         if len(secret.encode("utf-8")) < HMAC_MIN_SECRET_BYTES:
             raise PolicyError("secret", f"An HS256 secret needs at least {HMAC_MIN_SECRET_BYTES} bytes.")
-    if jwks_url and not jwks_url.startswith("https://"):
-        raise PolicyError("jwks_url", "A JWKS URL must use https.")
+    if jwks_url and not jwks_url_usable(jwks_url):
+        raise PolicyError("jwks_url", "A JWKS URL must use https (plain http only to a loopback address).")
     if any(alg in ASYMMETRIC_ALGORITHMS for alg in allowed) and not parsed_keys and not jwks_url:
         raise PolicyError("keys", "Give inline keys or a JWKS URL for the asymmetric algorithms.")
     prefix, suffix = header_template_split(header_template) if header_name else ("", "")

@@ -15,7 +15,7 @@ from typing import Any
 import jwt
 from jwt.types import Options
 
-from .policy import HMAC_ALGORITHMS, GuardPolicy
+from .policy import HMAC_ALGORITHMS, GuardPolicy, VerifyingKey
 
 
 class TokenRejected(Exception):
@@ -74,7 +74,7 @@ def _scalar_text(value: Any) -> str | None:
     return None
 
 
-def _key_select(policy: GuardPolicy, header: Mapping[str, Any]) -> tuple[str, Any]:
+def _key_select(policy: GuardPolicy, header: Mapping[str, Any], fetched: tuple[VerifyingKey, ...]) -> tuple[str, Any]:
     """The algorithm and key to verify with; only ``alg`` and ``kid`` are read (never ``jku``, ``x5u``, ``jwk``)."""
     alg = header.get("alg")
     if not isinstance(alg, str) or alg.lower() == "none":
@@ -84,7 +84,8 @@ def _key_select(policy: GuardPolicy, header: Mapping[str, Any]) -> tuple[str, An
     kid = header.get("kid")
     if kid is not None and not isinstance(kid, str):
         raise TokenRejected("malformed_token", "kid is not a string")
-    key = policy.key_for(kid) if kid is not None else None
+    keys = policy.keys + fetched
+    key = next((k for k in keys if k.kid == kid), None) if kid is not None else None
     if key is not None:
         # The key decides its algorithm: a token claiming HS256 for an RSA key's kid
         # (the RS256 -> HS256 key confusion) stops here.
@@ -93,20 +94,20 @@ def _key_select(policy: GuardPolicy, header: Mapping[str, Any]) -> tuple[str, An
         return alg, key.key
     if alg in HMAC_ALGORITHMS:
         return alg, policy.secret
-    if kid is None and len(policy.keys) == 1 and policy.keys[0].alg == alg:
-        return alg, policy.keys[0].key  # an issuer with one key often omits kid
+    if kid is None and len(keys) == 1 and keys[0].alg == alg:
+        return alg, keys[0].key  # an issuer with one key often omits kid
     if kid is None:
         raise TokenRejected("unknown_kid", "the token names no kid and the guard has no single key for it")
     raise TokenRejected("unknown_kid", f"no key with kid {kid!r}")
 
 
-def token_verify(policy: GuardPolicy, token: str) -> Principal:
-    """Verify ``token`` against ``policy`` or raise :class:`TokenRejected` with the reason."""
+def token_verify(policy: GuardPolicy, token: str, *, fetched: tuple[VerifyingKey, ...] = ()) -> Principal:
+    """Verify ``token`` against ``policy`` (and keys ``fetched`` from its JWKS URL) or raise :class:`TokenRejected`."""
     try:
         header = jwt.get_unverified_header(token)
     except jwt.PyJWTError as exc:
         raise TokenRejected("malformed_token", "not a signed JWT") from exc
-    alg, key = _key_select(policy, header)
+    alg, key = _key_select(policy, header, fetched)
     options: Options = {"require": ["exp"], "verify_aud": bool(policy.audience)}
     try:
         claims = jwt.decode(

@@ -10,9 +10,11 @@ import logging
 from typing import Any
 
 from guards.credentials import credentials_read
+from guards.jwks import KeysUnavailable, jwks_cache, token_kid
+from guards.policy import VerifyingKey
 from guards.verification import Principal, TokenRejected, token_verify
 
-from .errors import InsufficientRoles, InvalidToken, MissingCredentials
+from .errors import InsufficientRoles, InvalidToken, KeysNotAvailable, MissingCredentials
 from .routing import RouteSpec
 
 logger = logging.getLogger("sluice.guards")
@@ -23,7 +25,7 @@ def client_address(scope: dict[str, Any]) -> str:
     return f"{client[0]}:{client[1]}" if client else "-"
 
 
-def stream_admit(route: RouteSpec, scope: dict[str, Any], query: dict[str, list[str]]) -> Principal | None:
+async def stream_admit(route: RouteSpec, scope: dict[str, Any], query: dict[str, list[str]]) -> Principal | None:
     """The principal a guarded route admits (None for a public route), or a 401/403 :class:`StreamError`."""
     policy = route.guard
     if policy is None:
@@ -36,8 +38,15 @@ def stream_admit(route: RouteSpec, scope: dict[str, Any], query: dict[str, list[
         raise MissingCredentials(
             f"this stream needs a token for guard {policy.name}", headers=[(b"www-authenticate", realm.encode())]
         )
+    fetched: tuple[VerifyingKey, ...] = ()
+    if policy.jwks_url:
+        try:
+            fetched = await jwks_cache().keys(policy.jwks_url, token_kid(token))
+        except KeysUnavailable as exc:
+            logger.warning("refused route=%s path=%s client=%s reason=keys_unavailable", *where)
+            raise KeysNotAvailable(str(exc), headers=[(b"retry-after", b"5")]) from exc
     try:
-        principal = token_verify(policy, token)
+        principal = token_verify(policy, token, fetched=fetched)
     except TokenRejected as exc:
         logger.warning("refused route=%s path=%s client=%s reason=%s", *where, exc.reason)
         raise InvalidToken(

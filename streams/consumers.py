@@ -157,7 +157,7 @@ class StreamConsumer:
                 headers=[(b"allow", ", ".join(STREAM_METHODS).encode())],
             )
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        principal = stream_admit(route, scope, query)
+        principal = await stream_admit(route, scope, query)
         last = last_event_id_read(scope, query)
         since_ms: int | None = None
         if "since" in query:

@@ -72,3 +72,10 @@ class InsufficientRoles(StreamError):
 
     status = 403
     code = "forbidden"
+
+
+class KeysNotAvailable(StreamError):
+    """The guard's JWKS URL has never answered with keys: not the client's fault."""
+
+    status = 503
+    code = "keys_unavailable"

@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
                 ('audience', models.CharField(blank=True, help_text='Required aud; blank: not checked.', max_length=300)),
                 ('algorithms', models.JSONField(default=guards.models._default_algorithms, help_text='Allowed algorithms, e.g. ["RS256", "ES256"]: RS256/384/512, PS256, ES256/384, EdDSA, HS256.')),
                 ('keys', models.JSONField(blank=True, default=list, help_text='Inline public JWKs, each with kid and alg (a JWKS document {"keys": [...]} is accepted too).')),
-                ('jwks_url', models.URLField(blank=True, help_text='JWKS endpoint. Validated and stored; not fetched yet (use inline keys).')),
+                ('jwks_url', models.URLField(blank=True, help_text='JWKS endpoint (https, or http to loopback): cached, refreshed on an unknown kid.')),
                 ('secret', models.CharField(blank=True, help_text='HS256 secret (at least 32 bytes).', max_length=500)),
                 ('roles_claim', models.CharField(default='scope', help_text='Claim path of the roles: a string is split on spaces, a list used.', max_length=200)),
                 ('identity_claim', models.CharField(default='sub', help_text='Claim path of ${identity}.', max_length=200)),

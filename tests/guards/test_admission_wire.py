@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import socket
+import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -191,3 +195,70 @@ async def test_refusals_are_logged_without_the_token(
         assert token not in output
         assert token.split(".")[2] not in output  # not even the signature part
     assert all("sluice.guards" in line for line in lines)
+
+
+class JwksServer:
+    """A tiny identity provider on loopback serving a JWKS document the test can change."""
+
+    def __init__(self) -> None:
+        self.document: dict[str, Any] = {"keys": [rsa_key().jwk()]}
+        self.requests = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.requests += 1
+                body = json.dumps(outer.document).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def idp() -> Iterator[JwksServer]:
+    server = JwksServer()
+    yield server
+    server.close()
+
+
+async def test_keys_from_the_jwks_url(
+    client: httpx.AsyncClient, kafka: Any, route: Any, guard: Callable[..., str], idp: JwksServer
+) -> None:
+    path = f"/jwks/{uuid.uuid4().hex[:8]}"
+    route(
+        path=path, topic=kafka.topic(), guard=guard(keys=[], jwks_url=idp.url, algorithms=["RS256", "ES256"], secret="")
+    )
+    assert (await client.head(path, headers=bearer(mint()))).status_code == 200
+    response = await client.get(path, headers=bearer(mint(kid="not-published")))
+    assert (response.status_code, response.json()["reason"]) == (401, "unknown_kid")
+    response = await client.get(path, headers=bearer(mint(ec_key(), kid="rsa-1")))
+    assert (response.status_code, response.json()["reason"]) == (401, "alg_mismatch")
+    assert idp.requests == 1  # the unknown kid came within the refresh interval: no second fetch
+
+
+async def test_jwks_url_that_never_answered_is_503(
+    client: httpx.AsyncClient, route: Any, guard: Callable[..., str]
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    path = f"/jwks-down/{uuid.uuid4().hex[:8]}"
+    url = f"http://127.0.0.1:{closed_port}/jwks"
+    route(path=path, topic="unused", guard=guard(keys=[], jwks_url=url, algorithms=["RS256"], secret=""))
+    response = await client.get(path, headers=bearer(mint()))
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "5"
+    assert response.json()["error"] == "keys_unavailable"

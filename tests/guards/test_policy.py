@@ -67,6 +67,8 @@ def test_unusable_fields_are_refused_with_the_field_named(overrides: dict[str, A
     assert message in error.message
 
 
-def test_jwks_url_alone_satisfies_asymmetric_algorithms() -> None:
-    policy = policy_compile(name="g", **guard_fields(keys=[], jwks_url="https://issuer.test/jwks"))
+@pytest.mark.parametrize("url", ["https://issuer.test/jwks", "http://127.0.0.1:8080/jwks", "http://localhost/jwks"])
+def test_jwks_url_alone_satisfies_asymmetric_algorithms(url: str) -> None:
+    policy = policy_compile(name="g", **guard_fields(keys=[], jwks_url=url))
     assert policy.keys == ()
+    assert policy.jwks_url == url
