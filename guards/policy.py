@@ -76,12 +76,6 @@ class GuardPolicy:
     leeway: int = 0
     credentials: CredentialSources = CredentialSources()
 
-    def key_for(self, kid: str) -> VerifyingKey | None:
-        for key in self.keys:
-            if key.kid == kid:
-                return key
-        return None
-
 
 def algorithms_check(algorithms: Any) -> tuple[str, ...]:
     if not isinstance(algorithms, list | tuple) or not algorithms:

@@ -10,8 +10,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from guards.models import Guard
+from guards.services import guard_upsert
 from streams.models import Route
+from streams.services import route_upsert
 from tests.guards.tokens import SECRET, rsa_key
+from tests.streams.test_admin import route_form
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
@@ -91,12 +94,36 @@ def test_guard_list_and_change_pages(admin_client_logged_in: Client) -> None:
 
 
 def test_guard_in_use_cannot_be_deleted(admin_client_logged_in: Client) -> None:
-    from guards.services import guard_upsert
-    from streams.services import route_upsert
-
     guard_upsert(name="main", algorithms=["RS256"], keys=[rsa_key().jwk()])
     route_upsert(path="/secure/{t}", topic="${params.t}", guard="main", roles=["read"])
     response = admin_client_logged_in.post(f"/admin/guards/guard/{Guard.objects.get().pk}/delete/", {"post": "yes"})
     assert response.status_code == 200  # the "cannot delete, protected" page
     assert Guard.objects.exists()
     assert Route.objects.get().guard is not None
+
+
+def test_route_form_takes_a_guard_and_roles(admin_client_logged_in: Client) -> None:
+    guard = guard_upsert(name="main", algorithms=["RS256"], keys=[rsa_key().jwk()])
+    response = admin_client_logged_in.post(
+        "/admin/streams/route/add/", route_form(guard=str(guard.pk), roles='["read:items"]')
+    )
+    assert response.status_code == 302, response.content.decode()
+    route = Route.objects.get()
+    assert (route.guard, route.roles) == (guard, ["read:items"])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"roles": '["read:items"]'}, "Roles need a guard."),
+        ({"topic": "user-${identity}", "path": "/u"}, "need a guard"),
+        ({"roles": '"read:items"'}, "Give a list of role names"),
+    ],
+)
+def test_route_form_refuses_token_fields_without_a_guard(
+    admin_client_logged_in: Client, overrides: dict[str, str], message: str
+) -> None:
+    response = admin_client_logged_in.post("/admin/streams/route/add/", route_form(**overrides))
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert not Route.objects.exists()
