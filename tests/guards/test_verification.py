@@ -7,11 +7,14 @@ from typing import Any
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from guards.policy import GuardPolicy, policy_compile
 from guards.verification import TokenRejected, claim_lookup, roles_read, token_verify
 from tests.guards.tokens import (
+    AUDIENCE,
+    ISSUER,
     ec_key,
     ed_key,
     guard_fields,
@@ -206,3 +209,18 @@ def test_attributes_from_claim_paths() -> None:
 def test_claim_lookup_prefers_a_literal_dotted_name() -> None:
     assert claim_lookup({"a.b": 1, "a": {"b": 2}}, "a.b") == 1
     assert claim_lookup({"a": {"b": 2}}, "a.b") == 2
+
+
+@pytest.mark.parametrize("alg", ["RS384", "RS512", "PS256", "ES384"])
+def test_other_allowed_algorithms_verify(alg: str) -> None:
+    if alg.startswith("ES"):
+        private: Any = ec.generate_private_key(ec.SECP384R1())
+        jwk = ECAlgorithm.to_jwk(private.public_key(), as_dict=True)
+    else:
+        private = rsa_key().private
+        jwk = RSAAlgorithm.to_jwk(rsa_key().public, as_dict=True)
+    guard = policy(algorithms=[alg], keys=[{**jwk, "kid": "k", "alg": alg}], secret="")
+    token = jwt.encode(
+        {"iss": ISSUER, "aud": AUDIENCE, "sub": "a", "exp": int(time.time()) + 60}, private, alg, {"kid": "k"}
+    )
+    assert token_verify(guard, token).identity == "a"
