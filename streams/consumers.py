@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -115,7 +116,7 @@ class StreamConsumer:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = self.route
         try:
-            hub, plan, subscriber_args = await self._prepare(scope)
+            hub, plan, subscriber_args, expires = await self._prepare(scope)
         except StreamError as error:
             await send_error(send, error)
             return
@@ -138,9 +139,17 @@ class StreamConsumer:
         sub = Subscriber(sink, heartbeat_seconds=route.heartbeat_seconds, **subscriber_args)
         disconnected = False
         hub.subscribe(sub, plan, route.retry_ms)
+        # A guarded stream ends when its token expires: nothing after exp is delivered.
+        deadline = (
+            asyncio.get_running_loop().call_later(max(0.0, expires - time.time()), self._expire, hub, sub)
+            if expires
+            else None
+        )
         try:
             disconnected = await self._wait_until_over(receive, sub)
         finally:
+            if deadline is not None:
+                deadline.cancel()
             hub.unsubscribe(sub)
             if flow is not None:
                 flow.release()
@@ -149,7 +158,13 @@ class StreamConsumer:
                 await sink.close()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _prepare(self, scope: Scope) -> tuple[TopicHub, StartPlan, dict[str, Any]]:
+    @staticmethod
+    def _expire(hub: TopicHub, sub: Subscriber) -> None:
+        hub.unsubscribe(sub)
+        sub.end("expired")
+
+    async def _prepare(self, scope: Scope) -> tuple[TopicHub, StartPlan, dict[str, Any], float | None]:
+        """Everything that can refuse the request, before the response starts; the token's exp, if any."""
         route = self.route
         if scope["method"] not in STREAM_METHODS:
             raise MethodNotAllowed(
@@ -183,7 +198,8 @@ class StreamConsumer:
             raise KafkaNotAvailable("Kafka did not answer in time", headers=[(b"retry-after", b"5")]) from exc
         except PositionError as exc:
             raise InvalidLastEventId(str(exc)) from exc
-        return hub, plan, {"filters": filters, "form": route.event_id, "binary": route.binary}
+        expires = float(principal.expires) if principal is not None and principal.expires else None
+        return hub, plan, {"filters": filters, "form": route.event_id, "binary": route.binary}, expires
 
     @staticmethod
     async def _wait_until_over(receive: Receive, sub: Subscriber) -> bool:

@@ -262,3 +262,17 @@ async def test_jwks_url_that_never_answered_is_503(
     assert response.status_code == 503
     assert response.headers["retry-after"] == "5"
     assert response.json()["error"] == "keys_unavailable"
+
+
+async def test_stream_ends_when_its_token_expires(
+    client: httpx.AsyncClient, kafka: Any, secure: tuple[str, str, str]
+) -> None:
+    path, topic, _ = secure
+    expires = _now() + 3
+    kafka.produce(topic, "before", key="k")
+    async with open_stream(client, path, headers=bearer(mint(scope="read:items", exp=expires))) as stream:
+        assert await stream.read_data("before") == ["before"]
+        with pytest.raises(StopAsyncIteration):  # the server ends the response
+            await stream.read_until(lambda s: False)
+        assert time.time() >= expires
+    assert stream.data == ["before"]
