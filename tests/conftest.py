@@ -191,6 +191,26 @@ def gateway(django_db_setup: None, django_db_blocker: Any, kafka: Kafka) -> Iter
         server = Gateway(gateway_env(kafka)).start()
     yield server
     server.stop()
+    with django_db_blocker.unblock():
+        database_sessions_drained()
+
+
+def database_sessions_drained() -> None:
+    """End other sessions on the PostgreSQL test database so it can be dropped at the end.
+
+    The gateway's sessions end shortly after its process exits; what is left after that
+    is an idle connection of this process's other threads (async tests), closed here.
+    """
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    others = (
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        " AND state = 'idle'"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT pg_terminate_backend(pid) FROM ({others}) AS idle")
 
 
 @pytest.fixture
