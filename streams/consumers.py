@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
+
+from guards.verification import Principal
 
 from .admission import stream_admit
 from .errors import (
@@ -28,8 +29,9 @@ from .errors import (
 from .hub import PositionError, StartPlan, Subscriber, TopicHub
 from .ids import MAX_EVENT_ID_BYTES, EventId, EventIdError, event_id_parse
 from .kafka import KafkaUnavailable, TopicNotFound
+from .reauthorization import CHALLENGE_CONTENT_TYPE, CHALLENGE_FRAME, StreamDeadline
 from .routing import RouteSpec
-from .runtime import hub_registry
+from .runtime import hub_registry, reauthorization_bus
 from .selectors import route_table, topic_limits_async
 from .sinks import FlowSink, QueueSink, Sink
 from .sse import CONTENT_TYPE
@@ -42,6 +44,8 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 STREAM_METHODS = ("GET", "HEAD")
+# A guarded route also takes the challenge response (SPEC 4.3).
+GUARDED_METHODS = (*STREAM_METHODS, "POST")
 
 
 class StreamRouter:
@@ -94,6 +98,14 @@ def since_parse(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def content_type(scope: Scope) -> str:
+    """The request's media type, lower case, without parameters."""
+    for name, value in scope.get("headers", []):
+        if name == b"content-type":
+            return value.decode("latin-1").split(";", 1)[0].strip().lower()
+    return ""
+
+
 async def send_error(send: Send, error: StreamError) -> None:
     body = error.body()
     headers = [
@@ -114,12 +126,48 @@ class StreamConsumer:
         self.params = params
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = self.route
+        if scope["method"] == "POST" and self.route.guard is not None and content_type(scope) == CHALLENGE_CONTENT_TYPE:
+            await self._reauthorize(scope, send)
+            return
         try:
-            hub, plan, subscriber_args, expires = await self._prepare(scope)
+            hub, plan, subscriber_args, principal = await self._prepare(scope)
         except StreamError as error:
             await send_error(send, error)
             return
+        deadline = self._deadline(principal) if scope["method"] == "GET" else None
+        if deadline is None:
+            await self._stream(scope, receive, send, hub, plan, subscriber_args, None)
+            return
+        bus = reauthorization_bus()
+        # Registered before the response starts: once a client sees 200, a challenge response reaches this stream.
+        await bus.stream_open(deadline)
+        try:
+            await self._stream(scope, receive, send, hub, plan, subscriber_args, deadline)
+        finally:
+            bus.stream_close(deadline)
+
+    def _deadline(self, principal: Principal | None) -> StreamDeadline | None:
+        if principal is None or not principal.expires or self.route.guard is None:
+            return None
+        return StreamDeadline(
+            guard=principal.guard,
+            identity=principal.identity,
+            roles=self.route.roles,
+            expires=float(principal.expires),
+            challenge=self.route.guard.challenge,
+        )
+
+    async def _stream(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        hub: TopicHub,
+        plan: StartPlan,
+        subscriber_args: dict[str, Any],
+        deadline: StreamDeadline | None,
+    ) -> None:
+        route = self.route
         await send(
             {
                 "type": "http.response.start",
@@ -139,12 +187,10 @@ class StreamConsumer:
         sub = Subscriber(sink, heartbeat_seconds=route.heartbeat_seconds, **subscriber_args)
         disconnected = False
         hub.subscribe(sub, plan, route.retry_ms)
-        # A guarded stream ends when its token expires: nothing after exp is delivered.
-        deadline = (
-            asyncio.get_running_loop().call_later(max(0.0, expires - time.time()), self._expire, hub, sub)
-            if expires
-            else None
-        )
+        # A guarded stream ends when its token expires (nothing after exp is delivered),
+        # unless a challenge response moves the deadline first.
+        if deadline is not None:
+            deadline.start(on_challenge=lambda: self._challenge(sub), on_expire=lambda: self._expire(hub, sub))
         try:
             disconnected = await self._wait_until_over(receive, sub)
         finally:
@@ -158,18 +204,39 @@ class StreamConsumer:
                 await sink.close()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
+    async def _reauthorize(self, scope: Scope, send: Send) -> None:
+        """The challenge response: a valid token for this route moves its holder's deadlines (SPEC 4.3)."""
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        try:
+            principal = await stream_admit(self.route, scope, query)
+        except StreamError as error:
+            await send_error(send, error)
+            return
+        assert principal is not None  # a guarded route admits a principal or raises
+        await reauthorization_bus().stream_reauthorize(
+            guard=principal.guard, identity=principal.identity, roles=principal.roles, expires=float(principal.expires)
+        )
+        await send({"type": "http.response.start", "status": 204, "headers": [(b"cache-control", b"no-store")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    @staticmethod
+    def _challenge(sub: Subscriber) -> None:
+        if not sub.closed.done():
+            sub.sink.write(CHALLENGE_FRAME)
+
     @staticmethod
     def _expire(hub: TopicHub, sub: Subscriber) -> None:
         hub.unsubscribe(sub)
         sub.end("expired")
 
-    async def _prepare(self, scope: Scope) -> tuple[TopicHub, StartPlan, dict[str, Any], float | None]:
-        """Everything that can refuse the request, before the response starts; the token's exp, if any."""
+    async def _prepare(self, scope: Scope) -> tuple[TopicHub, StartPlan, dict[str, Any], Principal | None]:
+        """Everything that can refuse the request, before the response starts; the admitted principal, if any."""
         route = self.route
         if scope["method"] not in STREAM_METHODS:
+            allowed = GUARDED_METHODS if route.guard is not None else STREAM_METHODS
             raise MethodNotAllowed(
                 f"{scope['method']} is not allowed on a stream",
-                headers=[(b"allow", ", ".join(STREAM_METHODS).encode())],
+                headers=[(b"allow", ", ".join(allowed).encode())],
             )
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         principal = await stream_admit(route, scope, query)
@@ -198,8 +265,7 @@ class StreamConsumer:
             raise KafkaNotAvailable("Kafka did not answer in time", headers=[(b"retry-after", b"5")]) from exc
         except PositionError as exc:
             raise InvalidLastEventId(str(exc)) from exc
-        expires = float(principal.expires) if principal is not None and principal.expires else None
-        return hub, plan, {"filters": filters, "form": route.event_id, "binary": route.binary}, expires
+        return hub, plan, {"filters": filters, "form": route.event_id, "binary": route.binary}, principal
 
     @staticmethod
     async def _wait_until_over(receive: Receive, sub: Subscriber) -> bool:

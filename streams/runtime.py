@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from channels.layers import get_channel_layer
 from django.conf import settings
 
 from .hub import HubRegistry
 from .kafka import KafkaAccess
+from .reauthorization import DeadlineRegistry, ReauthorizationBus
 
 _registry: HubRegistry | None = None
 
@@ -37,3 +39,14 @@ def hub_registry_stop() -> None:
         _registry.stop()
         _registry.access.close()
         _registry = None
+
+
+_bus: ReauthorizationBus | None = None
+
+
+def reauthorization_bus() -> ReauthorizationBus:
+    """This process's open guarded streams and its link to the others, over the channel layer (SPEC 4.3)."""
+    global _bus
+    if _bus is None:
+        _bus = ReauthorizationBus(DeadlineRegistry(), get_channel_layer())
+    return _bus

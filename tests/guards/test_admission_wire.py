@@ -14,9 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from streams.reauthorization import CHALLENGE_CONTENT_TYPE
 from tests.guards.tokens import ec_key, guard_fields, mint, mint_hs256, mint_unsigned, rsa_key
 from tests.polling import condition_wait
-from tests.streams.test_wire import WAIT, open_stream
+from tests.streams.test_wire import WAIT, Stream, open_stream
 
 pytestmark = pytest.mark.services
 
@@ -276,3 +277,112 @@ async def test_stream_ends_when_its_token_expires(
             await stream.read_until(lambda s: False)
         assert time.time() >= expires
     assert stream.data == ["before"]
+
+
+# -- continuous authorization (SPEC 4.3) ------------------------------------------------
+
+
+def challenge_response(token: str) -> dict[str, str]:
+    return {**bearer(token), "content-type": CHALLENGE_CONTENT_TYPE}
+
+
+async def stream_end(stream: Stream) -> float:
+    """Read until the server ends the response; the wall clock then."""
+    with pytest.raises(StopAsyncIteration):
+        await stream.read_until(lambda s: False)
+    return time.time()
+
+
+async def test_challenge_comes_at_exp_minus_challenge_then_the_stream_ends(
+    client: httpx.AsyncClient, kafka: Any, route: Any, guard: Callable[..., str]
+) -> None:
+    path = f"/challenge/{uuid.uuid4().hex[:8]}"
+    route(path=path, topic=kafka.topic(), guard=guard(challenge=2), roles=["read:items"], heartbeat_seconds=3600)
+    expires = _now() + 2 + 2
+    async with open_stream(client, path, headers=bearer(mint(exp=expires))) as stream:
+        start = await stream.started()
+        await stream.read_until(lambda s: any(e.type == "challenge" for e in s.events))
+        assert time.time() >= expires - 2 - 0.5  # the timer's clock and the wall clock may differ a little
+        (challenge,) = [e for e in stream.events if e.type == "challenge"]
+        assert challenge.data == '{"method":"POST","headers":{"content-type":"application/x-challenge-response"}}'
+        assert challenge.id == start  # no id line: lastEventId untouched
+        frame = (
+            b"event: challenge\n"
+            b'data: {"method":"POST","headers":{"content-type":"application/x-challenge-response"}}\n'
+            b"\n"
+        )
+        assert stream.raw.endswith(b"\n\n" + frame)
+        assert await stream_end(stream) >= expires
+    assert stream.raw.count(b"event: challenge") == 1
+
+
+async def test_no_challenge_when_the_guard_has_none(
+    client: httpx.AsyncClient, kafka: Any, secure: tuple[str, str, str]
+) -> None:
+    path, _, _ = secure
+    expires = _now() + 2
+    async with open_stream(client, path, headers=bearer(mint(exp=expires))) as stream:
+        assert await stream_end(stream) >= expires
+    assert b"challenge" not in stream.raw
+
+
+async def test_challenge_response_moves_the_deadline_of_every_stream_it_grants(
+    client: httpx.AsyncClient, kafka: Any, route: Any, guard: Callable[..., str]
+) -> None:
+    name, topic, base = guard(challenge=1), kafka.topic(), f"/reauth/{uuid.uuid4().hex[:8]}"
+    route(path=f"{base}/read", topic=topic, guard=name, roles=["read:items"], heartbeat_seconds=3600)
+    route(path=f"{base}/admin", topic=topic, guard=name, roles=["admin"], heartbeat_seconds=3600)
+    old = _now() + 5
+    new = old + 3
+    async with (
+        open_stream(client, f"{base}/read", headers=bearer(mint(exp=old))) as first,
+        open_stream(client, f"{base}/read", headers=bearer(mint(exp=old))) as second,
+        open_stream(client, f"{base}/admin", headers=bearer(mint(scope="read:items admin", exp=old))) as admin,
+        open_stream(client, f"{base}/read", headers=bearer(mint(sub="bob", exp=old))) as bob,
+    ):
+        for stream in (first, second, admin, bob):
+            await stream.started()
+        response = await client.post(f"{base}/read", headers=challenge_response(mint(exp=new)))
+        assert (response.status_code, response.content) == (204, b"")
+        # The new token does not grant admin, and bob's streams are bob's: both end at the old exp.
+        assert await stream_end(admin) >= old
+        assert await stream_end(bob) >= old
+        kafka.produce(topic, "after the old exp")
+        for stream in (first, second):
+            await stream.read_data("after the old exp")
+            assert await stream_end(stream) >= new
+    for stream, expected in [(first, ["after the old exp"]), (second, ["after the old exp"]), (admin, []), (bob, [])]:
+        assert [e.data for e in stream.messages if e.type == "message"] == expected
+
+
+async def test_challenge_response_with_a_bad_token_is_401_and_moves_nothing(
+    client: httpx.AsyncClient, gateway: Any, kafka: Any, route: Any, guard: Callable[..., str]
+) -> None:
+    path = f"/reauth-bad/{uuid.uuid4().hex[:8]}"
+    route(path=path, topic=kafka.topic(), guard=guard(challenge=1), roles=["read:items"], heartbeat_seconds=3600)
+    old = _now() + 4
+    async with open_stream(client, path, headers=bearer(mint(exp=old))) as stream:
+        await stream.started()
+        bad = mint_hs256("not-the-guard-secret-but-32-bytes-long!", exp=old + 60)
+        response = await client.post(path, headers=challenge_response(bad))
+        assert response.status_code == 401
+        assert (response.json()["error"], response.json()["reason"]) == ("invalid_token", "bad_signature")
+        response = await client.post(path, headers=challenge_response(mint(scope="write:items", exp=old + 60)))
+        assert (response.status_code, response.json()["reason"]) == (403, "insufficient_roles")
+        response = await client.post(path, headers={"content-type": CHALLENGE_CONTENT_TYPE})
+        assert (response.status_code, response.json()["error"]) == (401, "unauthorized")
+        assert await stream_end(stream) >= old
+    assert bad not in "".join(gateway.output)
+
+
+async def test_other_posts_are_405(
+    client: httpx.AsyncClient, kafka: Any, route: Any, guard: Callable[..., str]
+) -> None:
+    guarded, public = f"/post-guarded/{uuid.uuid4().hex[:8]}", f"/post-public/{uuid.uuid4().hex[:8]}"
+    route(path=guarded, topic=kafka.topic(), guard=guard(challenge=1), roles=["read:items"])
+    route(path=public, topic=kafka.topic())
+    response = await client.post(guarded, headers={**bearer(mint()), "content-type": "application/json"}, content=b"{}")
+    assert (response.status_code, response.headers["allow"]) == (405, "GET, HEAD, POST")
+    assert response.json()["error"] == "method_not_allowed"
+    response = await client.post(public, headers=challenge_response(mint()))
+    assert (response.status_code, response.headers["allow"]) == (405, "GET, HEAD")
