@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import socket
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +21,7 @@ from streams.reauthorization import CHALLENGE_CONTENT_TYPE
 from tests.guards.tokens import ec_key, guard_fields, mint, mint_hs256, mint_unsigned, rsa_key
 from tests.polling import condition_wait
 from tests.streams.test_wire import WAIT, Stream, open_stream
+from tests.streams.test_workers import children_of
 
 pytestmark = pytest.mark.services
 
@@ -386,3 +390,69 @@ async def test_other_posts_are_405(
     assert response.json()["error"] == "method_not_allowed"
     response = await client.post(public, headers=challenge_response(mint()))
     assert (response.status_code, response.headers["allow"]) == (405, "GET, HEAD")
+
+
+def connections_by_process(pids: set[int], port: int) -> dict[int, int]:
+    """Established connections to ``port`` held open by each of ``pids`` (Linux /proc)."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01":
+                    inodes.add(fields[9])
+    counts = {}
+    for pid in pids:
+        held = 0
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                held += 1
+        counts[pid] = held
+    return counts
+
+
+@pytest.mark.skipif(
+    not os.environ.get("REDIS_URL"),
+    reason="streams on other worker processes hear a challenge response through a shared channel layer: "
+    "set REDIS_URL (the in-memory layer reaches only its own process)",
+)
+async def test_challenge_response_reaches_streams_on_every_worker(
+    gateway_factory: Callable[..., Any], kafka: Any, route: Any, guard: Callable[..., str]
+) -> None:
+    gateway = gateway_factory("--workers", "2")
+    assert gateway.process is not None
+    supervisor = gateway.process.pid
+    workers = condition_wait(
+        lambda: len(children_of(supervisor)) == 2 and children_of(supervisor), within=20.0, what="two workers"
+    )
+    topic, path = kafka.topic(), f"/reauth-workers/{uuid.uuid4().hex[:8]}"
+    route(path=path, topic=topic, guard=guard(challenge=1), roles=["read:items"], heartbeat_seconds=3600)
+    old = _now() + 12
+    new = old + 3
+    token = mint(exp=old)
+    async with (
+        httpx.AsyncClient(base_url=gateway.url, timeout=httpx.Timeout(WAIT)) as http,
+        contextlib.AsyncExitStack() as streams,
+    ):
+        bob = await streams.enter_async_context(open_stream(http, path, headers=bearer(mint(sub="bob", exp=old))))
+        alice: list[Stream] = []
+        # The kernel hands each new connection to one worker; open streams until both hold some.
+        while len(alice) < 6 or min(connections_by_process(workers, gateway.port).values()) < 2:
+            assert len(alice) < 40, connections_by_process(workers, gateway.port)
+            stream = await streams.enter_async_context(open_stream(http, path, headers=bearer(token)))
+            await stream.started()
+            alice.append(stream)
+        assert time.time() < old, "streams took until the old exp to open; nothing left to extend"
+        response = await http.post(path, headers=challenge_response(mint(exp=new)))
+        assert response.status_code == 204
+        assert await stream_end(bob) >= old
+        kafka.produce(topic, "after the old exp")
+        for stream in alice:
+            await stream.read_data("after the old exp")
+        for stream in alice:
+            assert await stream_end(stream) >= new
+            assert [e.data for e in stream.messages if e.type == "message"] == ["after the old exp"]
