@@ -248,3 +248,15 @@ def route(stream_db: None) -> Any:
         return route_upsert(**fields)
 
     return make
+
+
+@pytest.fixture
+def admin_client_logged_in(db: None) -> Any:
+    """A Django test client signed in as a superuser."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests")
+    client = Client()
+    client.force_login(user)
+    return client

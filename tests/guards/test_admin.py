@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from guards.models import Guard
@@ -17,14 +16,6 @@ from tests.guards.tokens import SECRET, rsa_key
 from tests.streams.test_admin import route_form
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
-
-
-@pytest.fixture
-def admin_client_logged_in() -> Client:
-    user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def guard_form(**overrides: Any) -> dict[str, str]:

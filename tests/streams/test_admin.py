@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from streams.models import Route, Topic
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
-
-
-@pytest.fixture
-def admin_client_logged_in() -> Client:
-    user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def route_form(**overrides: str) -> dict[str, str]:
