@@ -7,6 +7,7 @@ from typing import Any
 from django.db import transaction
 
 from guards.models import Guard
+from project.records import model_upsert
 
 from .models import Route, RouteFilter, Topic
 
@@ -14,12 +15,7 @@ from .models import Route, RouteFilter, Topic
 @transaction.atomic
 def topic_upsert(*, name: str, **fields: Any) -> Topic:
     """Create or update the topic called ``name`` (validated like the admin form)."""
-    topic = Topic.objects.filter(name=name).first() or Topic(name=name)
-    for field, value in fields.items():
-        setattr(topic, field, value)
-    topic.full_clean()
-    topic.save()
-    return topic
+    return model_upsert(Topic, {"name": name}, fields)
 
 
 @transaction.atomic
@@ -28,13 +24,9 @@ def route_upsert(*, path: str, filters: list[dict[str, Any]] | None = None, **fi
 
     ``guard`` may be a :class:`Guard`, its name (``Guard.DoesNotExist`` if there is none) or None.
     """
-    route = Route.objects.filter(path=path).first() or Route(path=path)
     if isinstance(fields.get("guard"), str):
         fields["guard"] = Guard.objects.get(name=fields["guard"])
-    for field, value in fields.items():
-        setattr(route, field, value)
-    route.full_clean()
-    route.save()
+    route = model_upsert(Route, {"path": path}, fields)
     if filters is not None:
         route.filters.all().delete()
         for spec in filters:
