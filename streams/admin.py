@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import Route, RouteFilter, Topic
+from .models import Route, RouteFilter, Schema, Topic
+
+
+@admin.register(Schema)
+class SchemaAdmin(admin.ModelAdmin):
+    list_display = ["name", "description", "subject", "version", "updated"]
+    search_fields = ["name", "description", "subject"]
+    readonly_fields = ["created", "updated"]
+    fieldsets = [
+        (None, {"fields": ["name", "description"]}),
+        ("Inline", {"fields": ["json_schema"]}),
+        ("Schema registry", {"fields": ["registry_url", "subject", "version"]}),
+        ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
+    ]
 
 
 @admin.register(Topic)
@@ -13,7 +26,7 @@ class TopicAdmin(admin.ModelAdmin):
     search_fields = ["name", "description"]
     readonly_fields = ["created", "updated"]
     fieldsets = [
-        (None, {"fields": ["name", "description"]}),
+        (None, {"fields": ["name", "description", "schema"]}),
         ("Cache", {"fields": ["cache_max_messages", "cache_max_bytes", "cache_max_age_seconds"]}),
         ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
     ]
@@ -30,13 +43,14 @@ class RouteAdmin(admin.ModelAdmin):
     list_display = ["path", "topic", "kind", "guard", "initial", "event_id", "allow_since", "enabled", "order"]
     list_editable = ["enabled", "order"]
     list_filter = ["enabled", "kind", "guard", "initial", "event_id", "allow_since"]
-    search_fields = ["path", "topic", "description"]
+    search_fields = ["path", "topic", "upstream", "description"]
     readonly_fields = ["created", "updated"]
     inlines = [RouteFilterInline]
     fieldsets = [
-        (None, {"fields": ["path", "kind", "topic", "description", "enabled", "order"]}),
+        (None, {"fields": ["path", "kind", "topic", "upstream", "schema", "description", "enabled", "order"]}),
         ("Stream", {"fields": ["initial", "allow_since", "event_id", "binary"]}),
         ("Access", {"fields": ["guard", "roles"]}),
+        ("Cross-origin (CORS)", {"fields": ["allow_origins", "allow_credentials"]}),
         ("Delivery", {"fields": ["retry_ms", "heartbeat_seconds", "max_pending_bytes"]}),
         ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
     ]

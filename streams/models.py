@@ -33,6 +33,36 @@ def _no_control(value: str) -> None:
         raise ValidationError("CR, LF and NUL are not allowed here.", code="control_character")
 
 
+class Schema(models.Model):
+    """A JSON Schema that message values must satisfy (SPEC 5): inline, or a subject in a schema registry."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[RegexValidator(r"^[A-Za-z0-9._-]+$")])
+    description = models.CharField(max_length=200, blank=True)
+    json_schema = models.JSONField(null=True, blank=True, help_text="Inline JSON Schema (draft 2020-12).")
+    registry_url = models.URLField(blank=True, help_text="Confluent-compatible schema registry.")
+    subject = models.CharField(max_length=255, blank=True, help_text="Subject in the registry.")
+    version = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: the latest version.")
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        inline = self.json_schema is not None
+        registry = bool(self.registry_url or self.subject)
+        if inline == registry:
+            raise ValidationError("Give either an inline JSON Schema or a registry URL with a subject.")
+        if registry and not (self.registry_url and self.subject):
+            raise ValidationError({"subject": "A registry schema needs both the registry URL and the subject."})
+        if inline and not isinstance(self.json_schema, (dict, bool)):
+            raise ValidationError({"json_schema": "A JSON Schema is an object (or true/false)."})
+
+
 class Topic(models.Model):
     """A Kafka topic Sluice serves, with the bounds of its in-memory cache (SPEC 2.5)."""
 
@@ -46,6 +76,14 @@ class Topic(models.Model):
     )
     cache_max_age_seconds = models.PositiveIntegerField(
         default=3600, validators=[MinValueValidator(1)], help_text="Records older than this leave the cache."
+    )
+    schema = models.ForeignKey(
+        Schema,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="topics",
+        help_text="Values that do not validate are skipped and counted.",
     )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
@@ -62,6 +100,7 @@ class Route(models.Model):
 
     class Kind(models.TextChoices):
         SSE_KAFKA = "sse-kafka", "SSE from Kafka"
+        SSE_PROXY = "sse-proxy", "SSE proxy of an upstream SSE server"
 
     class EventIdForm(models.TextChoices):
         ETAG = "etag", "progress[/etag]"
@@ -85,8 +124,20 @@ class Route(models.Model):
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.SSE_KAFKA)
     topic = models.CharField(
         max_length=300,
+        blank=True,
         validators=[validate_template],
-        help_text="Topic name or template, e.g. ${params.topic}.",
+        help_text="Topic name or template, e.g. ${params.topic} (sse-kafka routes).",
+    )
+    upstream = models.URLField(
+        max_length=500, blank=True, help_text="http(s) URL of the upstream SSE stream (sse-proxy routes)."
+    )
+    schema = models.ForeignKey(
+        Schema,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="routes",
+        help_text="Checked on top of the topic's schema; values that do not validate are skipped and counted.",
     )
     event_id = models.CharField(max_length=8, choices=EventIdForm.choices, default=EventIdForm.ETAG)
     initial = models.CharField(max_length=10, choices=Initial.choices, default=Initial.LIVE)
@@ -112,6 +163,14 @@ class Route(models.Model):
     roles = models.JSONField(
         default=list, blank=True, help_text='Roles the token must grant, all of them, e.g. ["read:items"].'
     )
+    allow_origins = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='CORS: origins allowed to open the stream, e.g. ["https://app.example.com"] or ["*"].',
+    )
+    allow_credentials = models.BooleanField(
+        default=False, help_text="CORS: let browsers send cookies (withCredentials); needs explicit origins."
+    )
     enabled = models.BooleanField(default=True)
     description = models.CharField(max_length=200, blank=True)
     created = models.DateTimeField(auto_now_add=True)
@@ -133,6 +192,24 @@ class Route(models.Model):
             errors["roles"] = 'Give a list of role names, e.g. ["read:items"].'
         elif self.roles and self.guard_id is None:
             errors["roles"] = "Roles need a guard."
+        if self.allow_origins is None:
+            self.allow_origins = []
+        if not isinstance(self.allow_origins, list) or not all(
+            isinstance(o, str) and (o == "*" or o.startswith(("http://", "https://"))) for o in self.allow_origins
+        ):
+            errors["allow_origins"] = 'Give a list of origins such as "https://app.example.com", or ["*"].'
+        elif self.allow_credentials and "*" in self.allow_origins:
+            errors["allow_credentials"] = "Credentials cannot be allowed for every origin (*): name the origins."
+        if self.kind == self.Kind.SSE_PROXY:
+            if not self.upstream:
+                errors["upstream"] = "An sse-proxy route needs the upstream URL."
+            if self.topic:
+                errors["topic"] = "An sse-proxy route has an upstream, not a topic."
+        else:
+            if not self.topic:
+                errors["topic"] = "An sse-kafka route needs a topic."
+            if self.upstream:
+                errors["upstream"] = "Only sse-proxy routes have an upstream."
         try:
             template = template_compile(self.topic)
         except TemplateError:

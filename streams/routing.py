@@ -34,6 +34,10 @@ class RouteSpec:
     max_pending_bytes: int
     guard: GuardPolicy | None = None
     roles: tuple[str, ...] = ()
+    kind: str = "sse-kafka"
+    upstream: str = ""
+    allow_origins: tuple[str, ...] = ()
+    allow_credentials: bool = False
 
     def resolve(self, context: ExpansionContext) -> tuple[str, FilterSet]:
         """The topic and filters for one request (raises ``TemplateError``)."""

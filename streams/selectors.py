@@ -59,6 +59,10 @@ def route_table_build() -> RouteTable:
                 max_pending_bytes=route.max_pending_bytes,
                 guard=guard_policy(route.guard) if route.guard is not None else None,
                 roles=tuple(route.roles or ()),
+                kind=route.kind,
+                upstream=route.upstream,
+                allow_origins=tuple(route.allow_origins or ()),
+                allow_credentials=route.allow_credentials,
             )
         )
     return RouteTable(tuple(specs))
