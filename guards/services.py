@@ -8,6 +8,7 @@ from django.db import transaction
 
 from project.records import model_upsert
 
+from .issuer import DEV_ALGORITHM, DEV_AUDIENCE, DEV_GUARD, DEV_ISSUER, IssuerKey
 from .models import Guard
 
 
@@ -15,3 +16,22 @@ from .models import Guard
 def guard_upsert(*, name: str, **fields: Any) -> Guard:
     """Create or update the guard called ``name`` (validated like the admin form)."""
     return model_upsert(Guard, {"name": name}, fields)
+
+
+@transaction.atomic
+def dev_guard_ensure(*, key: IssuerKey, challenge: int = 10) -> Guard:
+    """The ``demo`` guard trusting the development issuer's key (tokens in a header or ``?access_token=``)."""
+    return guard_upsert(
+        name=DEV_GUARD,
+        issuer=DEV_ISSUER,
+        audience=DEV_AUDIENCE,
+        algorithms=[DEV_ALGORITHM],
+        keys=[key.public_jwk],
+        secret="",
+        jwks_url="",
+        roles_claim="scope",
+        identity_claim="sub",
+        challenge=challenge,
+        query_param="access_token",
+        description="Development issuer (POST /auth/token when signed in)",
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import path
 
+from guards import views as guard_views
 from streams import views
 from streams.responses import not_found
 
@@ -14,5 +15,6 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", views.metrics, name="metrics"),
+    path("auth/token", guard_views.token, name="dev-token"),
     path("admin/", admin.site.urls),
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
@@ -11,8 +12,8 @@ from .runtime import hub_registry_if_started
 
 def index(request: HttpRequest) -> HttpResponse:
     """Landing page: the enabled routes, and a live view of the first one."""
-    routes = Route.objects.filter(enabled=True).order_by("order", "path")
-    return render(request, "streams/index.html", {"routes": routes})
+    routes = Route.objects.filter(enabled=True).select_related("guard").order_by("order", "path")
+    return render(request, "streams/index.html", {"routes": routes, "dev_issuer": settings.SLUICE["DEV_ISSUER"]})
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

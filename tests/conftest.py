@@ -220,11 +220,14 @@ def stream_db(transactional_db: None) -> None:
 
 @pytest.fixture
 def gateway_factory(stream_db: None, kafka: Kafka) -> Iterator[Callable[..., Gateway]]:
-    """Factory: ``gateway_factory(*runstreams_args)`` starts a gateway of the test's own, stopped after the test."""
+    """Factory: ``gateway_factory(*runstreams_args, **environment)`` starts a gateway of the test's own.
+
+    It is stopped after the test; keyword arguments are extra environment variables for it.
+    """
     started: list[Gateway] = []
 
-    def start(*runstreams_args: str) -> Gateway:
-        server = Gateway(gateway_env(kafka), extra_args=list(runstreams_args)).start()
+    def start(*runstreams_args: str, **environment: str) -> Gateway:
+        server = Gateway(gateway_env(kafka, **environment), extra_args=list(runstreams_args)).start()
         started.append(server)
         return server
 

@@ -6,6 +6,7 @@ import logging
 import os
 import secrets
 import sys
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -73,6 +74,8 @@ class Command(BaseCommand):
     def _demo_setup(self) -> Any:
         from django.contrib.auth import get_user_model
 
+        from guards.issuer import DEV_GUARD, issuer_key_ensure
+        from guards.services import dev_guard_ensure
         from streams.broker import topic_ensure
         from streams.demo import DEMO_PARTITIONS, DEMO_TOPIC, DemoProducer
         from streams.services import route_upsert, topic_upsert
@@ -97,6 +100,19 @@ class Command(BaseCommand):
             description="One league's matches (premier or liga), live",
             order=20,
         )
+        key = issuer_key_ensure(Path(settings.SLUICE["DEV_ISSUER_KEY_FILE"]))
+        dev_guard_ensure(key=key, challenge=10)
+        route_upsert(
+            path="/demo/secure/leagues/{league}",
+            topic=DEMO_TOPIC,
+            filters=[{"headers": {"league": "${params.league}"}}],
+            guard=DEV_GUARD,
+            roles=["scores:read"],
+            description="One league, for holders of a scores:read token (challenged 10 s before exp)",
+            order=30,
+        )
+        if not settings.SLUICE["DEV_ISSUER"]:
+            self.stdout.write("The development token issuer is off (SLUICE_DEV_ISSUER=1 turns it on).")
         user_model = get_user_model()
         if not user_model.objects.filter(username="admin").exists():
             password = secrets.token_urlsafe(12)
