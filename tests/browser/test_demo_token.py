@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +54,14 @@ class Ticker:
 
 
 @pytest.fixture
-def demo_gateway(gateway_factory: Callable[..., Gateway], tmp_path: Path) -> Iterator[Gateway]:
+def demo_gateway(gateway_factory: Callable[..., Gateway], tmp_path: Path) -> Gateway:
     """A gateway with the development issuer on, its key registered as the demo guard (as --demo does)."""
     from guards.issuer import issuer_key_ensure
     from guards.services import dev_guard_ensure
 
     key_file = tmp_path / "issuer.pem"
     dev_guard_ensure(key=issuer_key_ensure(key_file), challenge=CHALLENGE)
-    yield gateway_factory(SLUICE_DEV_ISSUER="1", SLUICE_DEV_ISSUER_KEY_FILE=str(key_file))
+    return gateway_factory(SLUICE_DEV_ISSUER="1", SLUICE_DEV_ISSUER_KEY_FILE=str(key_file))
 
 
 def test_page_answers_challenges_and_outlives_its_first_token(
@@ -78,7 +78,10 @@ def test_page_answers_challenges_and_outlives_its_first_token(
     stream_gets: list[str] = []
     answers: list[int] = []
     page.on("request", lambda r: stream_gets.append(r.url) if r.method == "GET" and path in r.url else None)
-    page.on("response", lambda r: answers.append(r.status) if r.request.method == "POST" and r.url.endswith(path) else None)
+    page.on(
+        "response",
+        lambda r: answers.append(r.status) if r.request.method == "POST" and r.url.endswith(path) else None,
+    )
 
     page.goto(f"{demo_gateway.url}/admin/login/?next=/")
     page.fill("#id_username", "ada")
@@ -108,11 +111,13 @@ def test_page_answers_challenges_and_outlives_its_first_token(
     received = [e["data"] for e in page_events(page)]
     sent = [value for _, value in ticker.sent]
     late = [value for at, value in ticker.sent if at > first_exp + 1]
-    assert late and late[0] in received  # still receiving after the first token expired
+    assert late
+    assert late[0] in received
     assert received == sent[: len(received)]  # in order, nothing lost or repeated on the way
     assert page.text_content("#challenges-answered") == str(page.evaluate("window.sluiceToken.answered()"))
     assert int(page.get_attribute("#token-expiry", "data-left")) > 0  # the countdown shows the newest token
     # One EventSource all along (extended, not reconnected); every challenge answered with 204.
     assert len(stream_gets) == 1
-    assert len(answers) >= 2 and set(answers) == {204}
+    assert len(answers) >= 2
+    assert set(answers) == {204}
     assert page.errors == []

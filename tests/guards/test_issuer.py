@@ -26,7 +26,8 @@ def test_key_is_created_private_and_then_reused(key_file: Path) -> None:
     first = issuer_key_ensure(key_file)
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert issuer_key_ensure(key_file) == first == issuer_key_load(key_file)
-    assert first.public_jwk["alg"] == "ES256" and "d" not in first.public_jwk
+    assert first.public_jwk["alg"] == "ES256"
+    assert "d" not in first.public_jwk
 
 
 @pytest.mark.django_db
@@ -76,7 +77,9 @@ def test_endpoint_gives_a_token_the_guard_admits(signed_in: Client, key_file: Pa
     assert response.status_code == 200
     assert response["cache-control"].startswith("max-age=0")
     body = response.json()
-    assert body["token_type"] == "Bearer" and body["guard"] == DEV_GUARD and body["identity"] == "ada"
+    assert body["token_type"] == "Bearer"
+    assert body["guard"] == DEV_GUARD
+    assert body["identity"] == "ada"
     assert 5 <= body["expires_in"] <= 6
     principal = token_verify(policy, body["access_token"])
     assert (principal.identity, principal.roles) == ("ada", frozenset({"scores:read"}))
