@@ -23,13 +23,14 @@ from .errors import (
     InvalidSince,
     KafkaNotAvailable,
     MethodNotAllowed,
+    ReauthorizationUnavailable,
     StreamError,
     UnknownTopic,
 )
 from .hub import PositionError, StartPlan, Subscriber, TopicHub
 from .ids import MAX_EVENT_ID_BYTES, EventId, EventIdError, event_id_parse
 from .kafka import KafkaUnavailable, TopicNotFound
-from .reauthorization import CHALLENGE_CONTENT_TYPE, CHALLENGE_FRAME, StreamDeadline
+from .reauthorization import CHALLENGE_CONTENT_TYPE, CHALLENGE_FRAME, NotPublished, StreamDeadline
 from .routing import RouteSpec
 from .runtime import hub_registry, reauthorization_bus
 from .selectors import route_table, topic_limits_async
@@ -213,9 +214,20 @@ class StreamConsumer:
             await send_error(send, error)
             return
         assert principal is not None  # a guarded route admits a principal or raises
-        await reauthorization_bus().stream_reauthorize(
-            guard=principal.guard, identity=principal.identity, roles=principal.roles, expires=float(principal.expires)
-        )
+        try:
+            await reauthorization_bus().stream_reauthorize(
+                guard=principal.guard,
+                identity=principal.identity,
+                roles=principal.roles,
+                expires=float(principal.expires),
+            )
+        except NotPublished:
+            refused = ReauthorizationUnavailable(
+                "the new token could not be passed to every worker; send it again",
+                headers=[(b"retry-after", b"1")],
+            )
+            await send_error(send, refused)
+            return
         await send({"type": "http.response.start", "status": 204, "headers": [(b"cache-control", b"no-store")]})
         await send({"type": "http.response.body", "body": b""})
 

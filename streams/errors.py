@@ -79,3 +79,10 @@ class KeysNotAvailable(StreamError):
 
     status = 503
     code = "keys_unavailable"
+
+
+class ReauthorizationUnavailable(StreamError):
+    """A valid challenge response that could not reach every worker: the client should send it again."""
+
+    status = 503
+    code = "reauthorization_unavailable"

@@ -30,6 +30,10 @@ MESSAGE_TYPE = "sluice.reauthorize"
 StreamKey = tuple[str, str]  # (guard name, identity)
 
 
+class NotPublished(Exception):
+    """The extension reached this process's streams but could not be sent to the other processes."""
+
+
 class StreamDeadline:
     """When one guarded stream is challenged and when it ends; movable while the stream is open."""
 
@@ -153,15 +157,20 @@ class ReauthorizationBus:
             task.add_done_callback(self._pending.discard)
 
     async def stream_reauthorize(self, *, guard: str, identity: str, roles: Iterable[str], expires: float) -> int:
-        """Extend this process's streams at once, then tell every other process; the local count."""
+        """Extend this process's streams at once, then tell every other process; the local count.
+
+        Raises :class:`NotPublished` when the channel layer refuses the message: streams in
+        other processes would then end at their old deadline, so the client must try again.
+        """
         granted = sorted(roles)
         extended = self.registry.extend(guard=guard, identity=identity, roles=granted, expires=expires)
         if self.layer is not None:
             message = {"type": MESSAGE_TYPE, "guard": guard, "identity": identity, "roles": granted, "expires": expires}
             try:
                 await self.layer.group_send(group_name((guard, identity)), message)
-            except Exception:
+            except Exception as exc:
                 logger.exception("re-authorization of guard=%s identity=%s not published", guard, identity)
+                raise NotPublished(str(exc)) from exc
         return extended
 
     async def _membership_sync(self, key: StreamKey) -> None:
@@ -203,5 +212,9 @@ class ReauthorizationBus:
             )
 
     def stop(self) -> None:
+        """Stop listening and drop pending group changes (the process is going away)."""
         if self._listener is not None:
             self._listener.cancel()
+            self._listener = None
+        for task in list(self._pending):
+            task.cancel()

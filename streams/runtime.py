@@ -50,3 +50,10 @@ def reauthorization_bus() -> ReauthorizationBus:
     if _bus is None:
         _bus = ReauthorizationBus(DeadlineRegistry(), get_channel_layer())
     return _bus
+
+
+def reauthorization_bus_stop() -> None:
+    global _bus
+    if _bus is not None:
+        _bus.stop()
+        _bus = None

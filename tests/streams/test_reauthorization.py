@@ -6,9 +6,12 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from streams.reauthorization import (
     CHALLENGE_FRAME,
     DeadlineRegistry,
+    NotPublished,
     ReauthorizationBus,
     StreamDeadline,
     group_name,
@@ -111,3 +114,24 @@ async def test_bus_carries_an_extension_to_another_process_and_leaves_groups_whe
     finally:
         here.stop()
         there.stop()
+
+
+class RefusingLayer(FakeLayer):
+    """A channel layer that is down for publishing (Redis gone, say)."""
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        raise ConnectionError("channel layer unreachable")
+
+
+async def test_an_extension_that_cannot_be_published_is_applied_here_and_reported() -> None:
+    bus = ReauthorizationBus(DeadlineRegistry(), RefusingLayer())
+    local = deadline()
+    await bus.stream_open(local)
+    local.start(on_challenge=lambda: None, on_expire=lambda: None)
+    try:
+        with pytest.raises(NotPublished, match="unreachable"):
+            await bus.stream_reauthorize(guard="g", identity="alice", roles={"read"}, expires=LATER + 30)
+        assert local.expires == LATER + 30  # this process's streams are extended all the same
+    finally:
+        bus.stream_close(local)
+        bus.stop()

@@ -148,7 +148,8 @@ class Command(BaseCommand):
     def _serve(self, options: dict[str, Any]) -> None:
         from channels.routing import get_default_application
 
-        from streams.server import FlowServer
+        from streams.runtime import reauthorization_bus_stop
+        from streams.server import FlowServer, reactor
 
         host, port = options["host"], options["port"]
         interface = host.replace(":", r"\:")
@@ -180,6 +181,8 @@ class Command(BaseCommand):
         )
         if options["listen_fd"] is not None:
             server.adopt_socket(options["listen_fd"])
+        # While the loop still runs: the re-authorization listener is a task on it.
+        reactor.addSystemEventTrigger("before", "shutdown", reauthorization_bus_stop)  # type: ignore[attr-defined]
         server.run()
 
 
