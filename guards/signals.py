@@ -1,17 +1,12 @@
-"""A guard change drops this process's cached route table (routes embed the compiled policy)."""
+"""A guard change is a configuration change: routes embed the compiled policy."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db.models.signals import post_delete, post_save
-from django.dispatch import receiver
 
-from streams.selectors import route_table_invalidate
+from streams.signals import config_changed
 
 from .models import Guard
 
-
-@receiver([post_save, post_delete], sender=Guard)
-def guard_changed(**kwargs: Any) -> None:
-    route_table_invalidate()
+post_save.connect(config_changed, sender=Guard, dispatch_uid="sluice-config-save-Guard")
+post_delete.connect(config_changed, sender=Guard, dispatch_uid="sluice-config-delete-Guard")

@@ -31,8 +31,9 @@ from .hub import PositionError, StartPlan, Subscriber, TopicHub
 from .ids import MAX_EVENT_ID_BYTES, EventId, EventIdError, event_id_parse
 from .kafka import KafkaUnavailable, TopicNotFound
 from .reauthorization import CHALLENGE_CONTENT_TYPE, CHALLENGE_FRAME, NotPublished, StreamDeadline
+from .reconfiguration import OpenStream
 from .routing import RouteSpec
-from .runtime import hub_registry, reauthorization_bus
+from .runtime import config_bus, hub_registry, reauthorization_bus
 from .selectors import route_table, topic_limits_async
 from .sinks import FlowSink, QueueSink, Sink
 from .sse import CONTENT_TYPE
@@ -57,6 +58,7 @@ class StreamRouter:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            await config_bus().start()  # from the first request on, this process hears configuration changes
             found = (await route_table()).match(scope["path"])
             if found is not None:
                 route, params = found
@@ -188,6 +190,11 @@ class StreamConsumer:
         sub = Subscriber(sink, heartbeat_seconds=route.heartbeat_seconds, **subscriber_args)
         disconnected = False
         hub.subscribe(sub, plan, route.retry_ms)
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        # A change of this route (disabled, deleted, guard tightened) may end the stream (live reconfiguration).
+        open_stream = OpenStream(route, scope, query, end=lambda reason: self._end(hub, sub, reason))
+        open_streams = config_bus().streams
+        open_streams.add(open_stream)
         # A guarded stream ends when its token expires (nothing after exp is delivered),
         # unless a challenge response moves the deadline first.
         if deadline is not None:
@@ -195,6 +202,7 @@ class StreamConsumer:
         try:
             disconnected = await self._wait_until_over(receive, sub)
         finally:
+            open_streams.remove(open_stream)
             if deadline is not None:
                 deadline.cancel()
             hub.unsubscribe(sub)
@@ -238,8 +246,12 @@ class StreamConsumer:
 
     @staticmethod
     def _expire(hub: TopicHub, sub: Subscriber) -> None:
+        StreamConsumer._end(hub, sub, "expired")
+
+    @staticmethod
+    def _end(hub: TopicHub, sub: Subscriber, reason: str) -> None:
         hub.unsubscribe(sub)
-        sub.end("expired")
+        sub.end(reason)
 
     async def _prepare(self, scope: Scope) -> tuple[TopicHub, StartPlan, dict[str, Any], Principal | None]:
         """Everything that can refuse the request, before the response starts; the admitted principal, if any."""

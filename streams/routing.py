@@ -38,6 +38,8 @@ class RouteSpec:
     upstream: str = ""
     allow_origins: tuple[str, ...] = ()
     allow_credentials: bool = False
+    # Changes whenever the route's guard (or which guard it is) changes: open streams are then re-admitted.
+    guard_revision: str = ""
 
     def resolve(self, context: ExpansionContext) -> tuple[str, FilterSet]:
         """The topic and filters for one request (raises ``TemplateError``)."""

@@ -8,6 +8,7 @@ from django.conf import settings
 from .hub import HubRegistry
 from .kafka import KafkaAccess
 from .reauthorization import DeadlineRegistry, ReauthorizationBus
+from .reconfiguration import ConfigBus, OpenStreams
 
 _registry: HubRegistry | None = None
 
@@ -57,3 +58,25 @@ def reauthorization_bus_stop() -> None:
     if _bus is not None:
         _bus.stop()
         _bus = None
+
+
+_config_bus: ConfigBus | None = None
+
+
+def config_bus() -> ConfigBus:
+    """This process's open streams and its configuration listener (started by the first request)."""
+    global _config_bus
+    if _config_bus is None:
+        from .selectors import route_table_reload
+
+        _config_bus = ConfigBus(OpenStreams(), get_channel_layer(), route_table_reload)
+    return _config_bus
+
+
+def runtime_stop() -> None:
+    """Stop this process's listeners while its loop still runs."""
+    global _config_bus
+    reauthorization_bus_stop()
+    if _config_bus is not None:
+        _config_bus.stop()
+        _config_bus = None

@@ -63,9 +63,16 @@ def route_table_build() -> RouteTable:
                 upstream=route.upstream,
                 allow_origins=tuple(route.allow_origins or ()),
                 allow_credentials=route.allow_credentials,
+                guard_revision=f"{route.guard_id}@{route.guard.updated.isoformat()}" if route.guard else "",
             )
         )
     return RouteTable(tuple(specs))
+
+
+async def route_table_reload() -> RouteTable:
+    """The route table, read again now (after a configuration change)."""
+    route_table_invalidate()
+    return await route_table()
 
 
 async def route_table() -> RouteTable:

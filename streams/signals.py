@@ -1,17 +1,53 @@
-"""Configuration changes drop this process's cached route table."""
+"""Configuration changes: drop this process's route table now, and tell every worker once committed."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
 from django.db.models.signals import post_delete, post_save
-from django.dispatch import receiver
 
-from .models import Route, RouteFilter
+from .models import Route, RouteFilter, Schema, Topic
+from .reconfiguration import CONFIG_GROUP, MESSAGE_TYPE
 from .selectors import route_table_invalidate
 
+logger = logging.getLogger("sluice.config")
 
-@receiver([post_save, post_delete], sender=Route)
-@receiver([post_save, post_delete], sender=RouteFilter)
-def route_changed(**kwargs: Any) -> None:
+
+def config_change_publish() -> None:
+    """Broadcast "configuration changed" on the channel layer (every worker reloads and reconciles)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message = {"type": MESSAGE_TYPE}
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    try:
+        if loop is None:
+            async_to_sync(layer.group_send)(CONFIG_GROUP, message)
+        else:  # a write from async code (tests, async services): no thread to block here
+            task = loop.create_task(layer.group_send(CONFIG_GROUP, message))
+            task.add_done_callback(_publish_done)
+    except Exception:
+        logger.exception("configuration change not broadcast; workers pick it up within SLUICE_ROUTE_CACHE_SECONDS")
+
+
+def _publish_done(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("configuration change not broadcast: %s", task.exception())
+
+
+def config_changed(**kwargs: Any) -> None:
     route_table_invalidate()
+    transaction.on_commit(config_change_publish)
+
+
+for _model in (Route, RouteFilter, Topic, Schema):
+    post_save.connect(config_changed, sender=_model, dispatch_uid=f"sluice-config-save-{_model.__name__}")
+    post_delete.connect(config_changed, sender=_model, dispatch_uid=f"sluice-config-delete-{_model.__name__}")

@@ -148,7 +148,7 @@ class Command(BaseCommand):
     def _serve(self, options: dict[str, Any]) -> None:
         from channels.routing import get_default_application
 
-        from streams.runtime import reauthorization_bus_stop
+        from streams.runtime import runtime_stop
         from streams.server import FlowServer, reactor
 
         host, port = options["host"], options["port"]
@@ -182,7 +182,7 @@ class Command(BaseCommand):
         if options["listen_fd"] is not None:
             server.adopt_socket(options["listen_fd"])
         # While the loop still runs: the re-authorization listener is a task on it.
-        reactor.addSystemEventTrigger("before", "shutdown", reauthorization_bus_stop)  # type: ignore[attr-defined]
+        reactor.addSystemEventTrigger("before", "shutdown", runtime_stop)  # type: ignore[attr-defined]
         server.run()
 
 
