@@ -14,5 +14,6 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", views.metrics, name="metrics"),
+    path("asyncapi.json", views.asyncapi, name="asyncapi"),
     path("admin/", admin.site.urls),
 ]

@@ -95,6 +95,8 @@ def document_load(text: str, filename: str) -> Document:
     except yaml.MarkedYAMLError as exc:
         mark = _mark(exc.problem_mark) if exc.problem_mark is not None else None
         message = " ".join(part for part in (exc.context, exc.problem) if part) or "not valid YAML"
+        if exc.context_mark is not None and exc.context_mark.line != getattr(exc.problem_mark, "line", None):
+            message += f" (the construct started at line {exc.context_mark.line + 1})"
         raise ConfigError([ConfigProblem(filename, f"not valid YAML: {message}", mark)]) from exc
     except yaml.YAMLError as exc:
         raise ConfigError([ConfigProblem(filename, f"not valid YAML: {exc}")]) from exc
