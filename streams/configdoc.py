@@ -65,6 +65,8 @@ class Document:
     filename: str
     marks: dict[DocPath, Mark] = field(default_factory=dict)
     key_marks: dict[DocPath, Mark] = field(default_factory=dict)
+    # For a translated document: the path in the source file each value came from.
+    origins: dict[DocPath, DocPath] = field(default_factory=dict)
 
     def mark(self, path: DocPath) -> Mark | None:
         """Where ``path`` was written: its key, else its value, else the nearest enclosing one."""
@@ -75,7 +77,15 @@ class Document:
             path = path[:-1]
 
     def problem(self, path: DocPath, message: str) -> ConfigProblem:
-        return ConfigProblem(self.filename, message, self.mark(path), path_text(path))
+        return ConfigProblem(self.filename, message, self.mark(path), path_text(self.source_path(path)))
+
+    def source_path(self, path: DocPath) -> DocPath:
+        """``path`` as written in the file: through ``origins`` for a translated document."""
+        for cut in range(len(path), -1, -1):
+            origin = self.origins.get(path[:cut])
+            if origin is not None:
+                return (*origin, *path[cut:])
+        return path
 
 
 def _mark(yaml_mark: yaml.Mark) -> Mark:
@@ -155,6 +165,7 @@ class Translation:
 
     def origin(self, path: DocPath, source_path: DocPath) -> None:
         """Problems found at ``path`` of the translation are reported at ``source_path`` of the source."""
+        self.document.origins[path] = source_path
         mark = self.source.mark(source_path)
         if mark is not None:
             self.document.key_marks[path] = mark
