@@ -88,7 +88,9 @@ def zilla_translate(source: Document) -> Translation:
     for key in data:
         if key in _TOP_LEVEL_SKIP:
             translation.skip((key,), _TOP_LEVEL_SKIP[key])
-        elif key not in ("name", "bindings", "guards"):
+        elif key == "name":
+            translation.skip((key,), "namespace: a Sluice database is one namespace")
+        elif key not in ("bindings", "guards"):
             translation.skip((key,), "no Sluice equivalent")
     guards = _guards(translation, data.get("guards") or {}, graph)
     if guards:
@@ -238,6 +240,8 @@ def _kafka_routes(
             if key not in ("topic", "filters", "event"):
                 translation.skip((*at, "with", key), "no Sluice equivalent")
         paths = [(w.get("path"), (*at, "when", i, "path")) for i, w in enumerate(route.get("when") or [])]
+        if not paths:
+            translation.skip(at, "a route without when.path: every Sluice route has a path")
         for path, path_at in paths:
             if not isinstance(path, str):
                 translation.skip(path_at[:-1], "only path conditions are imported")
@@ -263,8 +267,20 @@ def _kafka_routes(
             cors = _cors(graph, name)
             if cors:
                 item["cors"] = cors
+            item.update(_sse_options(translation, graph, name, here))
             out.append(item)
     return out
+
+
+def _sse_options(translation: Translation, graph: ZillaGraph, name: str, here: DocPath) -> dict[str, Any]:
+    """``retry`` of the sse server in front of binding ``name`` (or of ``name`` itself) as ``retry_ms``."""
+    servers = [name] if graph.kind(name) == ("sse", "server") else graph.upstream_of(name, ("sse", "server"))
+    for server in servers:
+        retry = (graph.bindings[server].get("options") or {}).get("retry")
+        if retry is not None:
+            translation.origin((*here, "retry_ms"), ("bindings", server, "options", "retry"))
+            return {"retry_ms": retry}
+    return {}
 
 
 def _identity_templates(value: Any) -> Any:
@@ -302,7 +318,10 @@ def _proxy_routes(
             continue
         guard, roles = _guarded(translation, route, at)
         when_paths = [str(w["path"]) for w in route.get("when") or [] if isinstance(w, dict) and w.get("path")]
-        for path in when_paths or _http_paths(graph, name):
+        paths = when_paths or _http_paths(graph, name)
+        if not paths:
+            translation.skip(at, "no when.path here nor a :path in the http server routes to it")
+        for path in paths:
             if "{" in path or "*" in path:
                 translation.skip(at, f"path {path}: an upstream URL cannot depend on path parameters")
                 continue
@@ -315,6 +334,7 @@ def _proxy_routes(
             cors = _cors(graph, name)
             if cors:
                 item["cors"] = cors
+            item.update(_sse_options(translation, graph, name, here))
             out.append(item)
     return out
 

@@ -46,6 +46,7 @@ def test_sse_kafka_example_translation() -> None:
     }
     skipped = dict(translation.skipped)
     assert set(skipped) == {
+        "name",
         "vaults",
         "telemetry",
         "bindings.north_tcp_server",
@@ -89,6 +90,7 @@ def test_sse_proxy_jwt_example_translation() -> None:
         }
     ]
     assert {where for where, _ in translation.skipped} == {
+        "name",
         "vaults",
         "telemetry",
         "bindings.north_tcp_server",
@@ -149,6 +151,8 @@ KAFKA_ROUTES = """\
   sse_server:
     type: sse
     kind: server
+    options:
+      retry: 5000
     exit: sse_kafka
   sse_kafka:
     type: sse-kafka
@@ -185,7 +189,12 @@ def test_filters_event_id_and_route_guard(db: None, tmp_yaml: Any) -> None:
 
     assert "skipped guards.jwt1.options.roles: no Sluice equivalent" in out.splitlines()
     route = Route.objects.get(path="/items/{id}")
-    assert (route.topic, route.event_id, route.roles) == ("items-snapshots", "key", ["read:items"])
+    assert (route.topic, route.event_id, route.roles, route.retry_ms) == (
+        "items-snapshots",
+        "key",
+        ["read:items"],
+        5000,
+    )
     assert route.guard is not None
     assert route.guard.jwks_url == "https://auth.example.com/.well-known/jwks.json"
     assert [(f.key, f.headers) for f in route.filters.all()] == [
@@ -194,11 +203,20 @@ def test_filters_event_id_and_route_guard(db: None, tmp_yaml: Any) -> None:
     ]
 
 
+def test_route_without_path_is_reported_as_skipped(db: None, tmp_yaml: Any) -> None:
+    bindings = KAFKA_ROUTES.replace(
+        "      - when:\n          - path: /items/{id}\n        guarded:", "      - guarded:"
+    )
+    out = applyconfig(tmp_yaml(_zilla(bindings, GUARD)))
+    assert "skipped bindings.sse_kafka.routes[0]: a route without when.path: every Sluice route has a path" in out
+    assert not Route.objects.exists()
+
+
 def test_unknown_event_id_form_is_an_error_at_its_line(db: None, tmp_yaml: Any) -> None:
     path = tmp_yaml(_zilla(KAFKA_ROUTES.replace('\'["${base64(key)}","${etag}"]\'', "${offset}"), GUARD))
     with pytest.raises(CommandError) as raised:
         applyconfig(path, "--check")
-    assert str(raised.value).startswith(f"{path}:30:13: bindings.sse_kafka.routes[0].with.event.id: use ${{etag}} or")
+    assert str(raised.value).startswith(f"{path}:32:13: bindings.sse_kafka.routes[0].with.event.id: use ${{etag}} or")
 
 
 def test_model_errors_point_at_the_zilla_line(db: None, tmp_yaml: Any) -> None:
@@ -206,7 +224,7 @@ def test_model_errors_point_at_the_zilla_line(db: None, tmp_yaml: Any) -> None:
     with pytest.raises(CommandError) as raised:
         applyconfig(path, "--check")
     assert str(raised.value) == (
-        f"{path}:24:11: bindings.sse_kafka.routes[0].with.topic:"
+        f"{path}:26:11: bindings.sse_kafka.routes[0].with.topic:"
         " ${params.nope} is not a parameter of the path /items/{id}."
     )
 
