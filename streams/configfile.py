@@ -98,6 +98,8 @@ class ModelSection:
                     continue
                 for sub, sub_value in value.items():
                     flat[f"{key}.{sub}"] = sub_value
+            elif "." in str(key):
+                problems.append(document.problem((*path, str(key)), "unknown field (nest it: cache: {max_bytes: ...})"))
             else:
                 flat[str(key)] = value
         for dotted, value in flat.items():
