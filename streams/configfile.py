@@ -255,11 +255,12 @@ class GuardSection(ModelSection):
         item = super().export(form)
         item["algorithms"] = form["algorithms"]
         if "credentials" in item:
-            # All or nothing: a block that names some places turns the others off (see complete).
-            item["credentials"] = {key.partition(".")[2]: form[key] for key in self._credentials}
-            if form["credentials.header_name"] != "authorization":
+            # A block turns off the places it leaves out (see complete): name every place in use.
+            item["credentials"] = {key.partition(".")[2]: form[key] for key in self._credentials if form[key]}
+            if form["credentials.header"] and form["credentials.header_name"] != "authorization":
                 item["credentials"]["header_name"] = form["credentials.header_name"]
-        return item
+        order = dict.fromkeys(spec.key.partition(".")[0] for spec in self.fields)
+        return {key: item[key] for key in order if key in item}
 
 
 def jwk_canonical(jwk: Any) -> Any:
