@@ -249,14 +249,3 @@ async def test_imported_kafka_route_streams_through_the_gateway(gateway: Any, ka
         while not any(e.has_data for e in events):
             events += parser.feed(await anext(chunks))
     assert [e.data for e in events if e.has_data] == ['{"match":"a"}']
-
-
-@pytest.mark.services
-async def test_spec_example_route_is_served_and_guarded(gateway: Any, stream_db: None) -> None:
-    from asgiref.sync import sync_to_async
-
-    await sync_to_async(applyconfig)(FIXTURES / "sluice.yaml")
-    async with httpx.AsyncClient(base_url=gateway.url, timeout=WAIT) as client:
-        response = await client.get("/events/events")
-    assert response.status_code == 401
-    assert response.headers["www-authenticate"] == 'Bearer realm="authn_jwt"'
