@@ -10,6 +10,7 @@ default filled in; a row read back from the database has the same form, so
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import NoneType
 from typing import Any, ClassVar
 
 import yaml
@@ -23,8 +24,6 @@ from guards.services import guard_upsert
 from .configdoc import ConfigError, ConfigProblem, DocPath, Document, document_read
 from .models import Route, RouteFilter, Schema, Topic
 from .services import route_upsert, schema_upsert, topic_upsert
-
-NoneType = type(None)
 
 
 class FieldProblem(Exception):
