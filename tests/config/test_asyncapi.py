@@ -15,7 +15,7 @@ from django.test import Client
 from guards.models import Guard
 from streams.models import Route, Schema, Topic
 from streams.services import route_upsert, schema_upsert, topic_upsert
-from tests.config.commands import FIXTURES, applyconfig, rows
+from tests.config.commands import SPEC_EXAMPLE, applyconfig, rows
 
 PARSER = Path(__file__).resolve().parent / "asyncapi-parser"
 NODE = shutil.which("node")
@@ -51,7 +51,7 @@ def asyncapi_get() -> dict[str, Any]:
 @pytest.fixture
 def configured(db: None) -> None:
     """The SPEC 6 example, a second guard (cookie + custom header, HS256), a route schema and a public route."""
-    applyconfig(FIXTURES / "sluice.yaml")
+    applyconfig(SPEC_EXAMPLE)
     Guard.objects.create(
         name="cookie_guard",
         algorithms=["HS256"],

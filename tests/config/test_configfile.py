@@ -21,11 +21,10 @@ from streams.configfile import (
     section_register,
 )
 from streams.models import Route, Schema, Topic
-from tests.config.commands import FIXTURES, applyconfig, exportconfig, rows
+from tests.config.commands import FIXTURES, SPEC_EXAMPLE, applyconfig, exportconfig, rows
 from tests.guards.tokens import mint, rsa_key
 from tests.sse import EventParser
 
-SPEC_EXAMPLE = FIXTURES / "sluice.yaml"
 BROKEN = FIXTURES / "broken"
 
 
