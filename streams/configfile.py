@@ -542,7 +542,9 @@ def config_apply(
                         users = ", ".join(sorted(str(row) for row in exc.protected_objects))
                         problems.append(
                             ConfigProblem(
-                                document.filename, f"cannot delete: still used by {users}", where=section.name
+                                document.filename,
+                                f"cannot delete {section.label} {key}: still used by {users}",
+                                where=section.name,
                             )
                         )
                     else:

@@ -126,6 +126,17 @@ def test_prune_deletes_what_the_file_does_not_name(db: None, tmp_yaml: Any) -> N
     assert not Schema.objects.exists()
 
 
+def test_prune_never_deletes_what_a_kept_row_uses(db: None, tmp_yaml: Any) -> None:
+    applyconfig(SPEC_EXAMPLE)
+    keep = tmp_yaml("routes:\n  - path: /events/{topic}\n    topic: ${params.topic}\n    guard: authn_jwt\n")
+
+    with pytest.raises(CommandError) as raised:
+        applyconfig(keep, "--prune")
+
+    assert str(raised.value) == f"{keep}: guards: cannot delete guard authn_jwt: still used by /events/{{topic}}"
+    assert Route.objects.count() == 2  # nothing applied, nothing pruned
+
+
 def test_without_prune_other_rows_stay(db: None, tmp_yaml: Any) -> None:
     Route.objects.create(path="/old/{topic}", topic="${params.topic}")
     applyconfig(SPEC_EXAMPLE)
