@@ -21,6 +21,7 @@ from streams.configfile import (
     section_register,
 )
 from streams.models import Route, Schema, Topic
+from streams.services import route_upsert, schema_upsert, topic_upsert
 from tests.config.commands import FIXTURES, SPEC_EXAMPLE, applyconfig, exportconfig, rows
 from tests.guards.tokens import mint, rsa_key
 from tests.sse import EventParser
@@ -233,6 +234,18 @@ def test_export_then_apply_into_an_empty_database_gives_the_same_rows(db: None, 
     applyconfig(SPEC_EXAMPLE)
     applyconfig(FIXTURES / "zilla.sse.proxy.jwt.yaml")
     Route.objects.filter(path="/upstream").update(enabled=False, order=3, description="old one")
+    registry = schema_upsert(name="reg", registry_url="https://registry.example.com", subject="s-value", version=2)
+    topic_upsert(name="raw", schema=registry, cache_max_messages=5, description="raw feed")
+    route_upsert(
+        path="/raw/{league}/*",
+        topic="raw",
+        schema=registry,
+        binary="base64",
+        max_pending_bytes=65536,
+        event_id="key",
+        initial="snapshot",
+        filters=[{"key": "k"}, {"headers": {"league": "${params.league}", "tier": "1"}}],
+    )
     before = rows()
     out = tmp_path / "exported.yaml"
     exportconfig("-o", str(out))
