@@ -85,6 +85,14 @@ def test_document_is_valid_asyncapi_3(configured: None) -> None:
     assert document["asyncapi"] == "3.0.0"
 
 
+@pytest.mark.skipif(NODE is None, reason="node is not installed: the AsyncAPI parser runs on node")
+def test_document_without_routes_is_valid_asyncapi_3(db: None) -> None:
+    document = asyncapi_get()
+    assert document["channels"] == {}
+    report = asyncapi_validate(document)
+    assert report["valid"], report["errors"]
+
+
 def test_one_channel_per_enabled_route(configured: None) -> None:
     document = asyncapi_get()
     channels = document["channels"]
