@@ -15,6 +15,7 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", views.metrics, name="metrics"),
+    path("asyncapi.json", views.asyncapi, name="asyncapi"),
     path("auth/token", guard_views.token, name="dev-token"),
     path("admin/", admin.site.urls),
 ]

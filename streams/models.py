@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from urllib.parse import urlsplit
+
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
@@ -26,6 +29,27 @@ def validate_template(value: str) -> None:
         template_compile(value)
     except TemplateError as exc:
         raise ValidationError(str(exc), code="template") from exc
+
+
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\Z")
+
+
+def validate_upstream_url(value: str) -> None:
+    """An http(s) URL; unlike URLField, a single-label host (``sse-server`` in a compose network) is fine."""
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018  (raises on a port that is not a number in range)
+    except ValueError as exc:
+        raise ValidationError("The port is not a number from 0 to 65535.", code="upstream") from exc
+    host = parts.hostname or ""
+    ip_literal = host.startswith("[") or ":" in host
+    if (
+        parts.scheme not in ("http", "https")
+        or not host
+        or not (ip_literal or _HOST.match(host))
+        or any(c.isspace() for c in value)
+    ):
+        raise ValidationError("Give an http:// or https:// URL with a host.", code="upstream")
 
 
 def _no_control(value: str) -> None:
@@ -128,8 +152,11 @@ class Route(models.Model):
         validators=[validate_template],
         help_text="Topic name or template, e.g. ${params.topic} (sse-kafka routes).",
     )
-    upstream = models.URLField(
-        max_length=500, blank=True, help_text="http(s) URL of the upstream SSE stream (sse-proxy routes)."
+    upstream = models.CharField(
+        max_length=500,
+        blank=True,
+        validators=[validate_upstream_url],
+        help_text="http(s) URL of the upstream SSE stream (sse-proxy routes).",
     )
     schema = models.ForeignKey(
         Schema,

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from .asyncapi import asyncapi_document
 from .models import Route
 from .runtime import hub_registry_if_started
 
@@ -14,6 +15,11 @@ def index(request: HttpRequest) -> HttpResponse:
     """Landing page: the enabled routes, and a live view of the first one."""
     routes = Route.objects.filter(enabled=True).select_related("guard").order_by("order", "path")
     return render(request, "streams/index.html", {"routes": routes, "dev_issuer": settings.SLUICE["DEV_ISSUER"]})
+
+
+def asyncapi(request: HttpRequest) -> JsonResponse:
+    """AsyncAPI 3.0 of every enabled route (SPEC 7), built in :mod:`streams.asyncapi`."""
+    return JsonResponse(asyncapi_document(base_url=request.build_absolute_uri("/")))
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

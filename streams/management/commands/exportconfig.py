@@ -1,0 +1,27 @@
+"""``manage.py exportconfig [-o FILE]``: every guard, schema, topic and route as a configuration file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from streams.configfile import config_dump, config_export
+
+
+class Command(BaseCommand):
+    help = "Write the configuration as YAML that applyconfig takes back unchanged."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("-o", "--output", help="File to write (default: standard output).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        text = config_dump(config_export())
+        if not options["output"]:
+            self.stdout.write(text, ending="")
+            return
+        try:
+            Path(options["output"]).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot write {options['output']}: {exc}") from exc
