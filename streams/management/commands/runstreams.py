@@ -7,7 +7,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.management import call_command
@@ -182,7 +182,7 @@ class Command(BaseCommand):
         if options["listen_fd"] is not None:
             server.adopt_socket(options["listen_fd"])
         # While the loop still runs: the re-authorization listener is a task on it.
-        reactor.addSystemEventTrigger("before", "shutdown", runtime_stop)  # type: ignore[attr-defined]
+        cast(Any, reactor).addSystemEventTrigger("before", "shutdown", runtime_stop)
         server.run()
 
 
