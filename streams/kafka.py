@@ -169,6 +169,21 @@ class LiveFetcher:
         self._stopping.set()
         self._thread.join(timeout=5)
 
+    def high_watermarks(self, partitions: Iterable[int]) -> dict[int, int]:
+        """The high watermark per partition as the last fetch responses reported it (no broker round trip).
+
+        Partitions the fetch has not reported yet are left out.
+        """
+        out: dict[int, int] = {}
+        for partition in partitions:
+            try:
+                _, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, partition), cached=True)
+            except (KafkaException, RuntimeError):  # RuntimeError: the consumer was closed
+                continue
+            if high >= 0:
+                out[partition] = high
+        return out
+
     def _run(self) -> None:
         consumer = self._consumer
         try:

@@ -8,6 +8,7 @@ from guards.policy import GuardPolicy
 
 from .matching import FilterSet, MessageFilter
 from .patterns import PathPattern
+from .schemas import SchemaCheck
 from .templating import ExpansionContext, Template
 
 
@@ -38,6 +39,7 @@ class RouteSpec:
     upstream: str = ""
     allow_origins: tuple[str, ...] = ()
     allow_credentials: bool = False
+    schema: SchemaCheck | None = None
 
     def resolve(self, context: ExpansionContext) -> tuple[str, FilterSet]:
         """The topic and filters for one request (raises ``TemplateError``)."""

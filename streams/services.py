@@ -9,7 +9,13 @@ from django.db import transaction
 from guards.models import Guard
 from project.records import model_upsert
 
-from .models import Route, RouteFilter, Topic
+from .models import Route, RouteFilter, Schema, Topic
+
+
+@transaction.atomic
+def schema_upsert(*, name: str, **fields: Any) -> Schema:
+    """Create or update the schema called ``name`` (validated like the admin form)."""
+    return model_upsert(Schema, {"name": name}, fields)
 
 
 @transaction.atomic
