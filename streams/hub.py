@@ -228,7 +228,7 @@ class TopicHub:
         if fetcher is None:
             return {}
         nxt = self.next
-        return {p: max(0, high - nxt[p]) for p, high in fetcher.high_watermarks(list(nxt)).items() if p in nxt}
+        return {p: max(0, high - nxt[p]) for p, high in fetcher.high_watermarks.items() if p in nxt}
 
     @property
     def progress_id(self) -> str:
