@@ -84,10 +84,11 @@ async def test_counters_move_as_events_flow(client, gateway, kafka, route) -> No
 
     entries = condition_wait(lambda: len(access_lines()) >= 2 and access_lines(), within=WAIT, what="access log")
     opened, closed = entries
-    assert opened["event"] == "open" and closed["event"] == "close"
-    assert closed["path"] == path and closed["status"] == 200
-    assert closed["events"] == 4 and closed["bytes"] > sent
-    assert closed["duration"] >= 0 and closed["client"].startswith("127.0.0.1:")
+    assert (opened["event"], closed["event"]) == ("open", "close")
+    assert (closed["path"], closed["status"], closed["events"]) == (path, 200, 4)
+    assert closed["bytes"] > sent
+    assert closed["duration"] >= 0
+    assert closed["client"].startswith("127.0.0.1:")
     assert not any("not-logged" in line for line in gateway.output)
 
 
