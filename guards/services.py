@@ -15,3 +15,9 @@ from .models import Guard
 def guard_upsert(*, name: str, **fields: Any) -> Guard:
     """Create or update the guard called ``name`` (validated like the admin form)."""
     return model_upsert(Guard, {"name": name}, fields)
+
+
+@transaction.atomic
+def guard_delete(*, guard: Guard) -> None:
+    """Delete ``guard`` (``ProtectedError`` while a route uses it: its routes must never open up)."""
+    guard.delete()

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework_simplejwt.views import TokenRefreshView
 
+from project.api import StaffTokenObtainPairView, api_router_build
 from streams import views
 from streams.responses import not_found
 
@@ -15,4 +18,8 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("metrics", views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
+    path("api/token/", StaffTokenObtainPairView.as_view(), name="api-token"),
+    path("api/token/refresh/", TokenRefreshView.as_view(), name="api-token-refresh"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/", include(api_router_build().urls)),
 ]

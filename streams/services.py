@@ -40,3 +40,19 @@ def route_upsert(*, path: str, filters: list[dict[str, Any]] | None = None, **fi
             route_filter.full_clean()
             route_filter.save()
     return route
+
+
+@transaction.atomic
+def schema_delete(*, schema: Schema) -> None:
+    """Delete ``schema`` (``ProtectedError`` while a topic or route names it)."""
+    schema.delete()
+
+
+@transaction.atomic
+def topic_delete(*, topic: Topic) -> None:
+    topic.delete()
+
+
+@transaction.atomic
+def route_delete(*, route: Route) -> None:
+    route.delete()
