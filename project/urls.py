@@ -8,7 +8,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework_simplejwt.views import TokenRefreshView
 
 from project.api import StaffTokenObtainPairView, api_router_build
-from streams import views
+from streams import dashboard, views
 from streams.responses import not_found
 
 handler404 = not_found
@@ -17,6 +17,8 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", views.metrics, name="metrics"),
+    path("admin/metrics/", dashboard.metrics_dashboard, name="metrics-dashboard"),
+    path("admin/metrics.json", dashboard.metrics_json, name="metrics-json"),
     path("admin/", admin.site.urls),
     path("api/token/", StaffTokenObtainPairView.as_view(), name="api-token"),
     path("api/token/refresh/", TokenRefreshView.as_view(), name="api-token-refresh"),
