@@ -114,3 +114,23 @@ def test_rejections_logged_with_position_rate_limited(caplog: pytest.LogCaptureF
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1
     assert "topic=scores partition=2 offset=0" in lines[0]
+
+
+def test_real_registry_client_against_a_registry() -> None:
+    from tests.registry import registry_serve
+
+    with registry_serve() as registry:
+        registry.register("scores-value", {"type": "object"})
+        registry.register("scores-value", SCORE)
+        schemas = RegistrySchemas()
+        latest = schemas.check("reg", registry.url, "scores-value", None)
+        assert latest.key.endswith("|scores-value|2")
+        assert not latest.admits(record(b"{}"))
+        first = schemas.check("reg", registry.url, "scores-value", 1)
+        assert first.admits(record(b"{}"))
+        fetched = [r for r in registry.requests if "/versions/2" in r or "/versions/1" in r]
+        for _ in range(3):
+            schemas.check("reg", registry.url, "scores-value", 2)
+        assert [r for r in registry.requests if "/versions/2" in r or "/versions/1" in r] == fetched
+        with pytest.raises(SchemaUnavailable):
+            schemas.check("reg", registry.url, "missing-value", 1)

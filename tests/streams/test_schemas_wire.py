@@ -118,3 +118,20 @@ async def test_route_schema_checked_per_route(client, kafka, route, stream_db) -
             )
 
         await condition_wait_async(counted, within=WAIT, what="per-route schema and filter counts")
+
+
+async def test_registry_schema_on_a_route(client, kafka, route, stream_db) -> None:
+    from streams.services import schema_upsert
+    from tests.registry import registry_serve
+
+    topic = kafka.topic()
+    with registry_serve() as registry:
+        registry.register(f"{topic}-value", SCORE)
+        schema = schema_upsert(name=f"reg-{topic}", registry_url=registry.url, subject=f"{topic}-value")
+        route(path="/s/registry/{topic}", topic="${params.topic}", schema=schema, heartbeat_seconds=1)
+        async with open_stream(client, f"/s/registry/{topic}") as stream:
+            await stream.started()
+            for value in ['{"match": "a"}', '{"match": 1}', '{"match": "b"}']:
+                kafka.produce(topic, value, partition=0)
+            assert await stream.read_data('{"match": "b"}') == ['{"match": "a"}', '{"match": "b"}']
+    assert any(f"/subjects/{topic}-value/versions/" in r for r in registry.requests)
