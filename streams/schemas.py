@@ -34,6 +34,11 @@ _CONFLUENT_HEADER = 5
 LATEST_SECONDS = 60.0
 # At most one "skipped invalid record" log line per schema per this many seconds.
 LOG_INTERVAL_SECONDS = 10.0
+# After a failed registry request, the same lookup fails at once for this long: the route
+# table is rebuilt every second or so, and must not wait on a registry that is down.
+FAILURE_SECONDS = 10.0
+# Seconds a registry request may take (the client's own default is longer).
+REGISTRY_TIMEOUT_SECONDS = 5
 
 
 class SchemaUnavailable(Exception):
@@ -141,7 +146,17 @@ class RegistrySchemas:
         self._client_factory = client_factory or _registry_client
         self._clients: dict[str, Any] = {}
         self._latest: dict[tuple[str, str], tuple[float, int]] = {}
+        self._failed: dict[str, tuple[float, SchemaUnavailable]] = {}
         self._lock = threading.Lock()
+
+    def _remembered_failure(self, lookup: str) -> None:
+        failed = self._failed.get(lookup)
+        if failed is not None and time.monotonic() - failed[0] < FAILURE_SECONDS:
+            raise failed[1]
+
+    def _failure(self, lookup: str, error: SchemaUnavailable) -> SchemaUnavailable:
+        self._failed[lookup] = (time.monotonic(), error)
+        return error
 
     def _client(self, url: str) -> Any:
         with self._lock:
@@ -160,30 +175,39 @@ class RegistrySchemas:
             found = _compiled.get(key)
         if found is not None:
             return found
+        self._remembered_failure(key)
         try:
             registered = client.get_version(subject, version)
             schema = registered.schema
             if (schema.schema_type or "AVRO").upper() != "JSON":
                 raise SchemaUnavailable(f"{subject} v{version} is {schema.schema_type}, not a JSON Schema")
             document = json.loads(schema.schema_str)
-        except SchemaUnavailable:
-            raise
+            return schema_validator_compile(name, document, key=key, framed=True)
+        except SchemaUnavailable as exc:
+            raise self._failure(key, exc) from exc.__cause__
         except Exception as exc:  # the registry client raises its own errors and httpx's
-            raise SchemaUnavailable(f"schema {name}: {subject} v{version} from {url}: {exc}") from exc
-        return schema_validator_compile(name, document, key=key, framed=True)
+            error = SchemaUnavailable(f"schema {name}: {subject} v{version} from {url}: {exc}")
+            raise self._failure(key, error) from exc
 
     def _latest_version(self, client: Any, url: str, subject: str) -> int:
         now = time.monotonic()
         cached = self._latest.get((url, subject))
         if cached is not None and now - cached[0] < LATEST_SECONDS:
             return cached[1]
+        lookup = f"{url}|{subject}|latest"
         try:
+            self._remembered_failure(lookup)
             version = int(client.get_latest_version(subject).version)
         except Exception as exc:
             if cached is not None:
+                # Keep serving the version we know; ask again after LATEST_SECONDS.
                 logger.warning("registry %s: latest of %s unknown (%s); keeping v%d", url, subject, exc, cached[1])
+                self._latest[(url, subject)] = (now, cached[1])
                 return cached[1]
-            raise SchemaUnavailable(f"latest version of {subject} from {url}: {exc}") from exc
+            if isinstance(exc, SchemaUnavailable):
+                raise
+            error = SchemaUnavailable(f"latest version of {subject} from {url}: {exc}")
+            raise self._failure(lookup, error) from exc
         self._latest[(url, subject)] = (now, version)
         return version
 
@@ -191,7 +215,7 @@ class RegistrySchemas:
 def _registry_client(url: str) -> Any:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
-    return SchemaRegistryClient({"url": url})
+    return SchemaRegistryClient({"url": url, "timeout": REGISTRY_TIMEOUT_SECONDS, "max.retries": 1})
 
 
 registry_schemas = RegistrySchemas()

@@ -96,14 +96,20 @@ def test_registry_schema_fetched_once_per_version() -> None:
     assert not first.admits(record(b"\x00\x00\x00\x00\x07" + b'{"match": 3}', offset=1))
 
 
-def test_registry_errors_are_unavailable() -> None:
+def test_registry_errors_are_unavailable_and_not_retried_at_once() -> None:
+    calls = 0
+
     class Down:
         def get_version(self, subject: str, version: int) -> Any:
+            nonlocal calls
+            calls += 1
             raise ConnectionError("refused")
 
     schemas = RegistrySchemas(client_factory=lambda url: Down())
-    with pytest.raises(SchemaUnavailable):
-        schemas.check("down", "http://registry.test", "s", 1)
+    for _ in range(3):
+        with pytest.raises(SchemaUnavailable):
+            schemas.check("down", "http://registry.test", "s", 1)
+    assert calls == 1  # a route table rebuilt every second does not wait on it again
 
 
 def test_rejections_logged_with_position_rate_limited(caplog: pytest.LogCaptureFixture) -> None:
