@@ -35,3 +35,8 @@ def dev_guard_ensure(*, key: IssuerKey, challenge: int = 10) -> Guard:
         query_param="access_token",
         description="Development issuer (POST /auth/token when signed in)",
     )
+
+
+def guard_delete(*, guard: Guard) -> None:
+    """Delete ``guard`` (``ProtectedError`` while a route uses it: its routes must never open up)."""
+    guard.delete()

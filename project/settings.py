@@ -7,6 +7,7 @@ layer, embedded broker).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -41,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "rest_framework",
+    "drf_spectacular",
     "streams",
     "guards",
 ]
@@ -139,4 +141,34 @@ SLUICE = {
     # registers its key as the `demo` guard). Off unless DEBUG, or set explicitly.
     "DEV_ISSUER": env.bool("SLUICE_DEV_ISSUER", default=DEBUG),
     "DEV_ISSUER_KEY_FILE": Path(env("SLUICE_DEV_ISSUER_KEY_FILE", default=str(BASE_DIR / "var" / "dev-issuer.pem"))),
+}
+
+# The admin REST API (/api/): staff only, by admin session (with CSRF) or a Bearer token
+# from /api/token/ signed for this API alone (its own audience and issuer).
+REST_FRAMEWORK = {
+    # JWT first: an anonymous request then gets 401 with `www-authenticate: Bearer`, not 403.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework_simplejwt.authentication.JWTAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+}
+SIMPLE_JWT = {
+    "ALGORITHM": "HS256",
+    "SIGNING_KEY": SECRET_KEY,
+    "AUDIENCE": "sluice-admin-api",
+    "ISSUER": "sluice",
+    "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env.int("SLUICE_API_TOKEN_MINUTES", default=15)),
+    "REFRESH_TOKEN_LIFETIME": timedelta(days=1),
+    "AUTH_HEADER_TYPES": ("Bearer",),
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Sluice admin API",
+    "DESCRIPTION": "Topics, routes (with filters), guards and schemas: the configuration the admin edits.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],
 }

@@ -8,7 +8,9 @@ for a start position, write the response head, subscribe, and unsubscribe in
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -16,7 +18,7 @@ from urllib.parse import parse_qs
 
 from guards.verification import Principal
 
-from .admission import stream_admit
+from .admission import client_address, stream_admit
 from .errors import (
     InvalidLastEventId,
     InvalidParameter,
@@ -30,16 +32,18 @@ from .errors import (
 from .hub import PositionError, StartPlan, Subscriber, TopicHub
 from .ids import MAX_EVENT_ID_BYTES, EventId, EventIdError, event_id_parse
 from .kafka import KafkaUnavailable, TopicNotFound
+from .metrics import admission_refusals, challenges_answered, challenges_sent
 from .reauthorization import CHALLENGE_CONTENT_TYPE, CHALLENGE_FRAME, NotPublished, StreamDeadline
 from .reconfiguration import OpenStream
 from .routing import RouteSpec
 from .runtime import config_bus, hub_registry, reauthorization_bus
-from .selectors import route_table, topic_limits_async
+from .selectors import route_table, topic_settings_async
 from .sinks import FlowSink, QueueSink, Sink
 from .sse import CONTENT_TYPE
 from .templating import ExpansionContext, TemplateError
 
 logger = logging.getLogger("sluice.streams")
+access_logger = logging.getLogger("sluice.access")
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -109,6 +113,36 @@ def content_type(scope: Scope) -> str:
     return ""
 
 
+def access_log(
+    event: str,
+    route: RouteSpec,
+    scope: Scope,
+    status: int,
+    started: float,
+    sub: Subscriber | None = None,
+    reason: str | None = None,
+) -> None:
+    """One JSON line on ``sluice.access`` (the path without its query string: credentials may ride there)."""
+    entry: dict[str, Any] = {
+        "event": event,
+        "route": route.pattern.source,
+        "path": scope.get("path", ""),
+        "method": scope.get("method", ""),
+        "status": status,
+        "duration": round(time.monotonic() - started, 3),
+        "events": sub.events if sub is not None else 0,
+        "bytes": sub.bytes if sub is not None else 0,
+        "client": client_address(scope),
+    }
+    if reason is not None:
+        entry["reason"] = reason
+    access_logger.info(json.dumps(entry, separators=(",", ":")))
+
+
+def refusal_reason(error: StreamError) -> str:
+    return getattr(error, "reason", None) or error.code
+
+
 async def send_error(send: Send, error: StreamError) -> None:
     body = error.body()
     headers = [
@@ -132,20 +166,24 @@ class StreamConsumer:
         if scope["method"] == "POST" and self.route.guard is not None and content_type(scope) == CHALLENGE_CONTENT_TYPE:
             await self._reauthorize(scope, send)
             return
+        started = time.monotonic()
         try:
             hub, plan, subscriber_args, principal = await self._prepare(scope)
         except StreamError as error:
+            reason = refusal_reason(error)
+            admission_refusals.labels(self.route.pattern.source, reason).inc()
+            access_log("refused", self.route, scope, error.status, started, reason=reason)
             await send_error(send, error)
             return
         deadline = self._deadline(principal) if scope["method"] == "GET" else None
         if deadline is None:
-            await self._stream(scope, receive, send, hub, plan, subscriber_args, None)
+            await self._stream(scope, receive, send, hub, plan, subscriber_args, None, started)
             return
         bus = reauthorization_bus()
         # Registered before the response starts: once a client sees 200, a challenge response reaches this stream.
         await bus.stream_open(deadline)
         try:
-            await self._stream(scope, receive, send, hub, plan, subscriber_args, deadline)
+            await self._stream(scope, receive, send, hub, plan, subscriber_args, deadline, started)
         finally:
             bus.stream_close(deadline)
 
@@ -169,6 +207,7 @@ class StreamConsumer:
         plan: StartPlan,
         subscriber_args: dict[str, Any],
         deadline: StreamDeadline | None,
+        started: float,
     ) -> None:
         route = self.route
         await send(
@@ -189,6 +228,7 @@ class StreamConsumer:
         sink: Sink = FlowSink(flow, route.max_pending_bytes) if flow else QueueSink(send, route.max_pending_bytes)
         sub = Subscriber(sink, heartbeat_seconds=route.heartbeat_seconds, **subscriber_args)
         disconnected = False
+        access_log("open", route, scope, 200, started)
         hub.subscribe(sub, plan, route.retry_ms)
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         # A change of this route (disabled, deleted, guard tightened) may end the stream (live reconfiguration).
@@ -208,6 +248,7 @@ class StreamConsumer:
             hub.unsubscribe(sub)
             if flow is not None:
                 flow.release()
+            access_log("close", route, scope, 200, started, sub, reason=sub.close_reason or "client")
         if not disconnected and sub.close_reason != "slow":
             if isinstance(sink, QueueSink):
                 await sink.close()
@@ -219,6 +260,7 @@ class StreamConsumer:
         try:
             principal = await stream_admit(self.route, scope, query)
         except StreamError as error:
+            challenges_answered.labels(self.route.pattern.source, "refused").inc()
             await send_error(send, error)
             return
         assert principal is not None  # a guarded route admits a principal or raises
@@ -230,18 +272,20 @@ class StreamConsumer:
                 expires=float(principal.expires),
             )
         except NotPublished:
+            challenges_answered.labels(self.route.pattern.source, "unpublished").inc()
             refused = ReauthorizationUnavailable(
                 "the new token could not be passed to every worker; send it again",
                 headers=[(b"retry-after", b"1")],
             )
             await send_error(send, refused)
             return
+        challenges_answered.labels(self.route.pattern.source, "accepted").inc()
         await send({"type": "http.response.start", "status": 204, "headers": [(b"cache-control", b"no-store")]})
         await send({"type": "http.response.body", "body": b""})
 
-    @staticmethod
-    def _challenge(sub: Subscriber) -> None:
+    def _challenge(self, sub: Subscriber) -> None:
         if not sub.closed.done():
+            challenges_sent.labels(self.route.pattern.source).inc()
             sub.sink.write(CHALLENGE_FRAME)
 
     @staticmethod
@@ -280,7 +324,8 @@ class StreamConsumer:
         except TemplateError as exc:
             raise InvalidParameter(str(exc)) from exc
         try:
-            hub = await hub_registry().hub(topic, await topic_limits_async(topic))
+            limits, schema = await topic_settings_async(topic)
+            hub = await hub_registry().hub(topic, limits, schema)
             plan = await hub.plan(last=last, initial=route.initial, since_ms=since_ms)
         except TopicNotFound as exc:
             raise UnknownTopic(f"topic {topic!r} does not exist") from exc
@@ -289,7 +334,14 @@ class StreamConsumer:
             raise KafkaNotAvailable("Kafka did not answer in time", headers=[(b"retry-after", b"5")]) from exc
         except PositionError as exc:
             raise InvalidLastEventId(str(exc)) from exc
-        return hub, plan, {"filters": filters, "form": route.event_id, "binary": route.binary}, principal
+        subscriber_args = {
+            "filters": filters,
+            "form": route.event_id,
+            "binary": route.binary,
+            "schema": route.schema,
+            "route": route.pattern.source,
+        }
+        return hub, plan, subscriber_args, principal
 
     @staticmethod
     async def _wait_until_over(receive: Receive, sub: Subscriber) -> bool:

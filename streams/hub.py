@@ -23,7 +23,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .cache import CacheLimits, PartitionCache
 from .ids import EventId, progress_encode
@@ -32,6 +32,9 @@ from .matching import FilterSet
 from .records import BINARY_SKIP, ID_ETAG, Record
 from .sinks import Sink
 from .sse import HEARTBEAT, checkpoint_frame, preamble
+
+if TYPE_CHECKING:
+    from .schemas import SchemaCheck
 
 logger = logging.getLogger("sluice.hub")
 
@@ -44,6 +47,25 @@ _CHUNK_RECORDS = 1000
 _CHUNK_BYTES = 1024 * 1024
 
 T = TypeVar("T")
+
+
+# A group of live streams without filters that share one buffer: id form, binary mode, route schema, route.
+GroupKey = tuple[str, str, "SchemaCheck | None", str]
+
+
+class RouteCounts:
+    """Per-route counters of one hub, bumped once per batch (or per stream per batch), read at scrape time."""
+
+    __slots__ = ("bytes", "delivered", "filtered", "invalid", "schema", "schema_records", "slow")
+
+    def __init__(self) -> None:
+        self.delivered = 0  # events written to streams
+        self.bytes = 0  # their bytes
+        self.filtered = 0  # events a stream's filters kept from it
+        self.schema = 0  # events kept from a stream by the topic's or the route's schema
+        self.schema_records = 0  # records that failed the route's schema (once per record, live feed)
+        self.invalid = 0  # events that could not be sent as text
+        self.slow = 0  # events in writes that overflowed a slow client (it resumes from its last id)
 
 
 class PositionError(ValueError):
@@ -78,6 +100,10 @@ class Subscriber:
         "task",
         "hub",
         "demoted",
+        "schema",
+        "route",
+        "events",
+        "bytes",
         "__weakref__",
     )
 
@@ -88,8 +114,17 @@ class Subscriber:
         form: str = ID_ETAG,
         binary: str = BINARY_SKIP,
         heartbeat_seconds: float = 15.0,
+        schema: SchemaCheck | None = None,
+        route: str = "",
     ) -> None:
         self.sink = sink
+        # The route's schema (None: none); the topic's is the hub's.
+        self.schema = schema
+        # The route's path pattern, for per-route counts.
+        self.route = route
+        # Events and their bytes written to this stream (counted per write, for the access log).
+        self.events = 0
+        self.bytes = 0
         self.filters = filters or FilterSet()
         self.form = form
         self.binary = binary
@@ -130,8 +165,14 @@ class TopicHub:
         self.live: dict[Subscriber, None] = {}
         # The live set split for the fan-out: streams without filters share one
         # joined buffer per id form; filtered ones are matched record by record.
-        self._unfiltered: dict[tuple[str, str], dict[Subscriber, None]] = {}
+        self._unfiltered: dict[GroupKey, dict[Subscriber, None]] = {}
         self._filtered: dict[Subscriber, None] = {}
+        # Live streams with filters per route, to count what filters keep from them per batch.
+        self._filtered_routes: dict[str, int] = {}
+        # The topic's schema: a record it rejects reaches no stream (SPEC 5).
+        self.schema: SchemaCheck | None = None
+        self.schema_invalid = 0
+        self.route_counts: dict[str, RouteCounts] = {}
         self.catching_up: dict[Subscriber, None] = {}
         self.cached_records = 0
         self.cached_bytes = 0
@@ -181,6 +222,14 @@ class TopicHub:
             self._fetcher.stop()
             self._fetcher = None
 
+    def lag(self) -> dict[int, int]:
+        """Records per partition the hub has yet to read: the fetch's high watermark minus the hub's position."""
+        fetcher = self._fetcher
+        if fetcher is None:
+            return {}
+        nxt = self.next
+        return {p: max(0, high - nxt[p]) for p, high in fetcher.high_watermarks.items() if p in nxt}
+
     @property
     def progress_id(self) -> str:
         """The hub's position as a progress token (cached until it moves)."""
@@ -200,13 +249,19 @@ class TopicHub:
         self._in_flight.release()
         # Every live subscriber has been written everything before this batch.
         before = dict(self.next)
-        shared: defaultdict[tuple[str, str], list[bytes]] = defaultdict(list)
-        shared_last: dict[tuple[str, str], str] = {}
+        shared: defaultdict[GroupKey, list[bytes]] = defaultdict(list)
+        shared_last: dict[GroupKey, str] = {}
         out: defaultdict[Subscriber, list[bytes]] = defaultdict(list)
         last: dict[Subscriber, str] = {}
         unfiltered = self._unfiltered
         filtered = self._filtered
         nxt = self.next
+        topic_schema = self.schema
+        # Records the streams saw this batch, and what schemas or encoding kept from them:
+        # counted here per record (or per group), never per frame per stream.
+        taken = 0
+        topic_rejected = 0
+        kept: defaultdict[str, list[int]] | None = None
         for item in batch:
             partition = item.partition
             if not self._ready.is_set():
@@ -230,58 +285,138 @@ class TopicHub:
             self.cached_records += 1
             self.cached_bytes += record.size
             self.records_in += 1
-            for form, subs in unfiltered.items():
+            if topic_schema is not None and not topic_schema.admits(record):
+                # Progress still moves past it: the next frame or checkpoint carries it.
+                topic_rejected += 1
+                topic_schema.rejected_log(self.topic, record, "topic")
+                continue
+            taken += 1
+            for group, subs in unfiltered.items():
                 if subs:
-                    frame = record.live_frame(*form)
+                    schema = group[2]
+                    if schema is not None and not schema.admits(record):
+                        kept = kept or defaultdict(lambda: [0, 0])
+                        kept[group[3]][0] += len(subs)
+                        self._counts(group[3]).schema_records += 1
+                        schema.rejected_log(self.topic, record, f"route {group[3]}")
+                        continue
+                    frame = record.live_frame(group[0], group[1])
                     if frame is None:
                         self.invalid += 1
+                        kept = kept or defaultdict(lambda: [0, 0])
+                        kept[group[3]][1] += len(subs)
                     else:
-                        shared[form].append(frame)
-                        shared_last[form] = progress_id
+                        shared[group].append(frame)
+                        shared_last[group] = progress_id
             for sub in filtered:
                 if sub.filters.matches(record.key, record.headers):
+                    schema = sub.schema
+                    if schema is not None and not schema.admits(record):
+                        kept = kept or defaultdict(lambda: [0, 0])
+                        kept[sub.route][0] += 1
+                        schema.rejected_log(self.topic, record, f"route {sub.route}")
+                        continue
                     frame = record.live_frame(sub.form, sub.binary)
                     if frame is None:
                         self.invalid += 1
+                        kept = kept or defaultdict(lambda: [0, 0])
+                        kept[sub.route][1] += 1
                     else:
                         out[sub].append(frame)
                         last[sub] = progress_id
         self._evict()
-        for form, frames in shared.items():
+        for group, frames in shared.items():
             data = frames[0] if len(frames) == 1 else b"".join(frames)
-            progress = shared_last[form]
-            for sub in list(unfiltered[form]):
-                self._send_live(sub, data, len(frames), progress, before)
+            progress = shared_last[group]
+            sent = 0
+            for sub in list(unfiltered[group]):
+                sent += self._send_live(sub, data, len(frames), progress, before)
+            if sent:
+                counts = self._counts(group[3])
+                counts.delivered += sent * len(frames)
+                counts.bytes += sent * len(data)
+        passed: defaultdict[str, int] = defaultdict(int)
         for sub, frames in out.items():
-            self._send_live(sub, frames[0] if len(frames) == 1 else b"".join(frames), len(frames), last[sub], before)
+            data = frames[0] if len(frames) == 1 else b"".join(frames)
+            passed[sub.route] += len(frames)
+            if self._send_live(sub, data, len(frames), last[sub], before):
+                counts = self._counts(sub.route)
+                counts.delivered += len(frames)
+                counts.bytes += len(data)
+        if taken or topic_rejected:
+            self._batch_count(taken, topic_rejected, kept, passed)
         self._advanced.set()
         self._advanced = asyncio.Event()
 
-    def _send_live(self, sub: Subscriber, data: bytes, count: int, progress: str, before: dict[int, int]) -> None:
+    def _batch_count(
+        self, taken: int, topic_rejected: int, kept: defaultdict[str, list[int]] | None, passed: dict[str, int]
+    ) -> None:
+        """Per-route drops of one batch: schema and encoding as counted, filters as what remains."""
+        self.schema_invalid += topic_rejected
+        if kept:
+            for route, (schema, invalid) in kept.items():
+                counts = self._counts(route)
+                counts.schema += schema
+                counts.invalid += invalid
+        if topic_rejected:
+            for sub in self.live:
+                self._counts(sub.route).schema += topic_rejected
+        for route, streams in self._filtered_routes.items():
+            if streams:
+                matched = passed.get(route, 0)
+                if kept and route in kept:
+                    # Filtered streams' schema/encoding drops share the route key with unfiltered ones;
+                    # count the remainder as filtered, never below zero.
+                    matched += sum(kept[route])
+                self._counts(route).filtered += max(0, taken * streams - matched)
+
+    def _counts(self, route: str) -> RouteCounts:
+        counts = self.route_counts.get(route)
+        if counts is None:
+            counts = self.route_counts[route] = RouteCounts()
+        return counts
+
+    def _send_live(self, sub: Subscriber, data: bytes, count: int, progress: str, before: dict[int, int]) -> int:
+        """Write one batch to a live stream; 1 if it was written, 0 if the stream was deferred or cut."""
         if sub.sink.congested():
             # The client has not taken what it was sent yet. Stop pushing: it catches
             # up from the cache at its own pace, from where it was level, so a burst
             # that outruns a healthy connection does not pile up in its buffer.
             self._demote(sub, before)
-            return
+            return 0
         sub.sent_progress = progress
         self.deliveries += count
         if not sub.sink.write(data):
+            self._counts(sub.route).slow += count
             self._cut(sub)
+            return 0
+        sub.events += count
+        sub.bytes += len(data)
+        return 1
 
     def _live_add(self, sub: Subscriber) -> None:
         self.live[sub] = None
         if sub.filters.accepts_all:
-            self._unfiltered.setdefault((sub.form, sub.binary), {})[sub] = None
+            self._unfiltered.setdefault((sub.form, sub.binary, sub.schema, sub.route), {})[sub] = None
         else:
             self._filtered[sub] = None
+            self._filtered_routes[sub.route] = self._filtered_routes.get(sub.route, 0) + 1
 
     def _live_remove(self, sub: Subscriber) -> None:
         if self.live.pop(sub, 0) is None:
-            self._filtered.pop(sub, None)
-            group = self._unfiltered.get((sub.form, sub.binary))
+            if self._filtered.pop(sub, 0) is None:
+                self._filtered_routes[sub.route] -= 1
+            group = self._unfiltered.get((sub.form, sub.binary, sub.schema, sub.route))
             if group is not None:
                 group.pop(sub, None)
+
+    def admits(self, sub: Subscriber, record: Record) -> bool:
+        """Whether the topic's and the stream's route schema let ``record`` through (catch-up path)."""
+        schema = self.schema
+        if schema is not None and not schema.admits(record):
+            return False
+        schema = sub.schema
+        return schema is None or schema.admits(record)
 
     def _demote(self, sub: Subscriber, positions: dict[int, int]) -> None:
         self._live_remove(sub)
@@ -534,6 +669,7 @@ class TopicHub:
         # Interleave partitions by time (as they were produced), keeping each one's order.
         merged = heapq.merge(*chunk, key=lambda r: r.timestamp) if len(chunk) > 1 else iter(chunk[0] if chunk else ())
         since_ms, since_partitions = sub.since_ms, sub.since_partitions
+        counts = self._counts(sub.route)
         for record in merged:
             p = record.partition
             positions[p] = record.offset + 1
@@ -542,18 +678,31 @@ class TopicHub:
                     continue
                 since_partitions.discard(p)
             if not sub.filters.matches(record.key, record.headers):
+                counts.filtered += 1
+                continue
+            if not self.admits(sub, record):
+                # Skipped, yet the next id or checkpoint carries the progress past it.
+                counts.schema += 1
                 continue
             progress = progress_encode(positions)
             frame = record.frame(progress, sub.form, sub.binary)
             if frame is None:
                 self.invalid += 1
+                counts.invalid += 1
                 continue
             frames.append(frame)
             sub.sent_progress = progress
         if frames:
             self.deliveries += len(frames)
-            if not sub.sink.write(b"".join(frames)):
+            data = b"".join(frames)
+            if not sub.sink.write(data):
+                counts.slow += len(frames)
                 self._cut(sub)
+            else:
+                counts.delivered += len(frames)
+                counts.bytes += len(data)
+                sub.events += len(frames)
+                sub.bytes += len(data)
 
     async def _snapshot(self, sub: Subscriber, reader: BacklogReader) -> None:
         """Latest value per key from the retained log (tombstoned keys left out).
@@ -589,7 +738,7 @@ class TopicHub:
         for index, p in enumerate(self.partitions):
             kept = sorted([*latest[p].values(), *keyless[p]], key=lambda r: r.offset)
             for record in kept:
-                if not sub.filters.matches(record.key, record.headers):
+                if not sub.filters.matches(record.key, record.headers) or not self.admits(sub, record):
                     continue
                 progress = progress_encode(
                     {q: (end[q] if i < index else start[q]) for i, q in enumerate(self.partitions) if q != p}
@@ -605,14 +754,25 @@ class TopicHub:
                     if not sub.sink.write(b"".join(frames)):
                         self._cut(sub)
                         return
+                    self._snapshot_count(sub, len(frames), pending)
                     frames.clear()
                     pending = 0
                     await sub.sink.writable()
         positions.update(end)
         sub.sent_progress = progress_encode(positions)
+        events = len(frames)
         frames.append(checkpoint_frame(sub.sent_progress))
         if not sub.sink.write(b"".join(frames)):
             self._cut(sub)
+        else:
+            self._snapshot_count(sub, events, pending)
+
+    def _snapshot_count(self, sub: Subscriber, events: int, size: int) -> None:
+        counts = self._counts(sub.route)
+        counts.delivered += events
+        counts.bytes += size
+        sub.events += events
+        sub.bytes += size
 
 
 class HubRegistry:
@@ -631,19 +791,27 @@ class HubRegistry:
     def hubs(self) -> dict[str, TopicHub]:
         return self._hubs
 
-    async def hub(self, topic: str, limits: CacheLimits) -> TopicHub:
-        """The topic's hub, started (and level with Kafka) on first use."""
+    async def hub(self, topic: str, limits: CacheLimits, schema: SchemaCheck | None = None) -> TopicHub:
+        """The topic's hub, started (and level with Kafka) on first use.
+
+        ``schema`` is the topic's schema as the caller read it from the configuration:
+        a change applies from the next record the hub reads.
+        """
         found = self._hubs.get(topic)
         if found is not None:
             self._idle_since.pop(topic, None)  # about to be used: not idle
+            found.schema = schema
             return found
         starting = self._starting.get(topic)
         if starting is not None:
-            return await asyncio.shield(starting)
+            started = await asyncio.shield(starting)
+            started.schema = schema
+            return started
         future: asyncio.Future[TopicHub] = asyncio.get_running_loop().create_future()
         self._starting[topic] = future
         try:
             hub = TopicHub(topic, self.access, limits)
+            hub.schema = schema
             await hub.start()
         except BaseException as exc:
             future.set_exception(exc)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -142,6 +143,10 @@ class KafkaAccess:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
+# How often the fetch thread copies the high watermarks it has seen (for the lag metric).
+_WATERMARKS_SECONDS = 1.0
+
+
 class LiveFetcher:
     """The one consumer per topic per process: a thread that hands batches to the loop."""
 
@@ -158,6 +163,9 @@ class LiveFetcher:
         self._consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
         self._deliver = deliver
         self._batch_size = batch_size
+        self._partitions = sorted(start)
+        # High watermark per partition as last seen by the fetch (replaced whole, read by any thread).
+        self.high_watermarks: dict[int, int] = {}
         self._linger = access.fetch_linger_seconds
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"sluice-fetch-{topic}", daemon=True)
@@ -169,10 +177,31 @@ class LiveFetcher:
         self._stopping.set()
         self._thread.join(timeout=5)
 
+    def _watermarks_note(self, consumer: Consumer) -> None:
+        """Copy the high watermarks the last fetch responses reported (no broker round trip).
+
+        Runs on the fetch thread: the consumer serialises calls, so another thread
+        asking it would wait for the poll in progress.
+        """
+        marks: dict[int, int] = {}
+        for partition in self._partitions:
+            try:
+                _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, partition), cached=True)
+            except KafkaException:
+                continue
+            if high >= 0:
+                marks[partition] = high
+        self.high_watermarks = marks
+
     def _run(self) -> None:
         consumer = self._consumer
+        noted = 0.0
         try:
             while not self._stopping.is_set():
+                now = time.monotonic()
+                if now - noted >= _WATERMARKS_SECONDS:
+                    noted = now
+                    self._watermarks_note(consumer)
                 # Wait for the first record only, then take what arrives within the
                 # linger: a record waits at most that long for company, and a busy
                 # topic still gets large batches (one write per client per batch).

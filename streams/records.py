@@ -30,6 +30,7 @@ class Record:
         "etag",
         "size",
         "progress_id",
+        "verdicts",
         "_bodies",
         "_frame",
         "_frame_form",
@@ -63,6 +64,8 @@ class Record:
         self.size = size
         # The topic's progress after this record, set by the hub for live records.
         self.progress_id: str | None = None
+        # Schema verdicts by schema key, filled on first check (see streams.schemas).
+        self.verdicts: dict[str, bool] | None = None
         self._bodies: dict[str, bytes | None] = {}
         self._frame: bytes | None = None
         self._frame_form: tuple[str, str] | None = None

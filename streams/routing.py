@@ -8,6 +8,7 @@ from guards.policy import GuardPolicy
 
 from .matching import FilterSet, MessageFilter
 from .patterns import PathPattern
+from .schemas import SchemaCheck
 from .templating import ExpansionContext, Template
 
 
@@ -40,6 +41,7 @@ class RouteSpec:
     allow_credentials: bool = False
     # Changes whenever the route's guard (or which guard it is) changes: open streams are then re-admitted.
     guard_revision: str = ""
+    schema: SchemaCheck | None = None
 
     def resolve(self, context: ExpansionContext) -> tuple[str, FilterSet]:
         """The topic and filters for one request (raises ``TemplateError``)."""

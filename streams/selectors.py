@@ -12,14 +12,17 @@ from guards.models import Guard
 from guards.policy import GuardPolicy, PolicyError
 
 from .cache import CacheLimits
-from .models import Route, Topic
+from .models import Route, Schema, Topic
 from .patterns import pattern_compile
 from .routing import FilterSpec, RouteSpec, RouteTable
+from .schemas import SchemaCheck, SchemaUnavailable, registry_schemas, schema_reject_all, schema_validator_compile
 from .templating import template_compile
 
 logger = logging.getLogger("sluice.guards")
 
 _table: tuple[float, RouteTable] | None = None
+# Unusable schemas already reported, so a route table rebuilt every second does not repeat the error.
+_schema_errors_logged: set[str] = set()
 
 
 def guard_policy(guard: Guard) -> GuardPolicy:
@@ -31,11 +34,29 @@ def guard_policy(guard: Guard) -> GuardPolicy:
         return GuardPolicy(name=guard.name, algorithms=())
 
 
+def schema_check(schema: Schema) -> SchemaCheck:
+    """The schema's compiled check (compiled once per version); one that cannot be had admits nothing (fail closed)."""
+    try:
+        if schema.json_schema is not None:
+            return schema_validator_compile(schema.name, schema.json_schema)
+        return registry_schemas.check(schema.name, schema.registry_url, schema.subject, schema.version)
+    except SchemaUnavailable as exc:
+        if str(exc) not in _schema_errors_logged:
+            _schema_errors_logged.add(str(exc))
+            logging.getLogger("sluice.schemas").error(
+                "schema %s is unusable (%s); every value checked against it is skipped", schema.name, exc
+            )
+        return schema_reject_all(schema.name, str(exc))
+
+
 def route_table_build() -> RouteTable:
     """Compile every enabled route, in match order."""
     specs = []
     for route in (
-        Route.objects.filter(enabled=True).select_related("guard").prefetch_related("filters").order_by("order", "path")
+        Route.objects.filter(enabled=True)
+        .select_related("guard", "schema")
+        .prefetch_related("filters")
+        .order_by("order", "path")
     ):
         filters = tuple(
             FilterSpec(
@@ -64,6 +85,7 @@ def route_table_build() -> RouteTable:
                 allow_origins=tuple(route.allow_origins or ()),
                 allow_credentials=route.allow_credentials,
                 guard_revision=f"{route.guard_id}@{route.guard.updated.isoformat()}" if route.guard else "",
+                schema=schema_check(route.schema) if route.schema is not None else None,
             )
         )
     return RouteTable(tuple(specs))
@@ -91,14 +113,21 @@ def route_table_invalidate() -> None:
 
 def topic_limits(name: str) -> CacheLimits:
     """Cache bounds for ``name``: its Topic row, or the defaults if it has none."""
-    topic = Topic.objects.filter(name=name).first()
+    return topic_settings(name)[0]
+
+
+def topic_settings(name: str) -> tuple[CacheLimits, SchemaCheck | None]:
+    """Cache bounds and compiled schema for ``name``: its Topic row, or the defaults (no schema) if it has none."""
+    topic = Topic.objects.filter(name=name).select_related("schema").first()
     if topic is None:
-        return CacheLimits()
-    return CacheLimits(
+        return CacheLimits(), None
+    limits = CacheLimits(
         max_messages=topic.cache_max_messages,
         max_bytes=topic.cache_max_bytes,
         max_age_seconds=float(topic.cache_max_age_seconds),
     )
+    return limits, schema_check(topic.schema) if topic.schema is not None else None
 
 
 topic_limits_async = database_sync_to_async(topic_limits)
+topic_settings_async = database_sync_to_async(topic_settings)

@@ -13,6 +13,12 @@ from .models import Route, RouteFilter, Schema, Topic
 
 
 @transaction.atomic
+def schema_upsert(*, name: str, **fields: Any) -> Schema:
+    """Create or update the schema called ``name`` (validated like the admin form)."""
+    return model_upsert(Schema, {"name": name}, fields)
+
+
+@transaction.atomic
 def topic_upsert(*, name: str, **fields: Any) -> Topic:
     """Create or update the topic called ``name`` (validated like the admin form)."""
     return model_upsert(Topic, {"name": name}, fields)
@@ -37,6 +43,16 @@ def route_upsert(*, path: str, filters: list[dict[str, Any]] | None = None, **fi
 
 
 @transaction.atomic
-def schema_upsert(*, name: str, **fields: Any) -> Schema:
-    """Create or update the schema called ``name`` (validated like the admin form)."""
-    return model_upsert(Schema, {"name": name}, fields)
+def schema_delete(*, schema: Schema) -> None:
+    """Delete ``schema`` (``ProtectedError`` while a topic or route names it)."""
+    schema.delete()
+
+
+@transaction.atomic
+def topic_delete(*, topic: Topic) -> None:
+    topic.delete()
+
+
+@transaction.atomic
+def route_delete(*, route: Route) -> None:
+    route.delete()

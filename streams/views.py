@@ -7,6 +7,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from .asyncapi import asyncapi_document
+from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from .metrics import metrics_text
 from .models import Route
 from .runtime import hub_registry_if_started
 
@@ -36,41 +38,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
     )
 
 
-def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus text exposition of the hubs of this worker process."""
-    registry = hub_registry_if_started()
-    hubs = dict(registry.hubs) if registry is not None else {}
-    lines = [
-        "# HELP sluice_kafka_consumers Live Kafka consumers (one per topic) in this worker.",
-        "# TYPE sluice_kafka_consumers gauge",
-        f"sluice_kafka_consumers {len(hubs)}",
-    ]
-    series = {
-        "sluice_subscribers": ("gauge", "Open streams.", lambda h: len(h.live) + len(h.catching_up)),
-        "sluice_subscribers_catching_up": ("gauge", "Streams reading history.", lambda h: len(h.catching_up)),
-        "sluice_cache_records": ("gauge", "Records in the cache.", lambda h: h.cached_records),
-        "sluice_cache_bytes": ("gauge", "Bytes in the cache.", lambda h: h.cached_bytes),
-        "sluice_records_total": ("counter", "Records read from Kafka.", lambda h: h.records_in),
-        "sluice_deliveries_total": ("counter", "Events written to clients.", lambda h: h.deliveries),
-        "sluice_slow_clients_cut_total": (
-            "counter",
-            "Clients cut for exceeding max_pending_bytes.",
-            lambda h: h.cut_slow,
-        ),
-        "sluice_slow_clients_deferred_total": (
-            "counter",
-            "Live clients moved to catch up from the cache because their connection was congested.",
-            lambda h: h.demotions,
-        ),
-        "sluice_catch_ups_cache_total": ("counter", "Catch-ups served from the cache.", lambda h: h.catch_ups_cache),
-        "sluice_catch_ups_kafka_total": (
-            "counter",
-            "Catch-ups that read Kafka (older than the cache).",
-            lambda h: h.catch_ups_kafka,
-        ),
-        "sluice_invalid_records_total": ("counter", "Records not sent: not UTF-8 text.", lambda h: h.invalid),
-    }
-    for name, (kind, help_text, value) in series.items():
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-        lines += [f'{name}{{topic="{topic}"}} {value(hub)}' for topic, hub in sorted(hubs.items())]
-    return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4; charset=utf-8")
+async def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text exposition of this worker process (async: read on the loop that runs the hubs)."""
+    return HttpResponse(metrics_text(), content_type=METRICS_CONTENT_TYPE)

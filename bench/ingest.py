@@ -1,0 +1,113 @@
+"""The hub's per-record cost in process, with and without a schema (no broker, no sockets).
+
+Feeds batches of 200-byte JSON records straight into ``TopicHub._ingest`` with N
+live streams whose sinks only collect bytes, and prints microseconds per record
+for: no schema, a topic schema, and a route schema shared by every stream. A
+schema should add one validation per record whatever N is.
+
+    python bench/ingest.py --clients 100,1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from streams.cache import CacheLimits, PartitionCache
+from streams.hub import StartPlan, Subscriber, TopicHub
+from streams.records import Record
+from streams.schemas import SchemaCheck, schema_validator_compile
+
+SCHEMA = {"type": "object", "required": ["seq"], "properties": {"seq": {"type": "integer"}, "pad": {"type": "string"}}}
+
+
+class CollectingSink:
+    def __init__(self) -> None:
+        self.limit = 1 << 30
+        self.last_write = time.monotonic()
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> bool:
+        self.writes.append(data)
+        return True
+
+    async def writable(self) -> None:
+        return None
+
+    def pending(self) -> int:
+        return 0
+
+    def congested(self) -> bool:
+        return False
+
+    def abort(self) -> None:
+        return None
+
+
+def hub_make(partitions: int) -> TopicHub:
+    hub = TopicHub("bench", access=None, limits=CacheLimits(max_messages=5000, max_bytes=1 << 30))  # type: ignore[arg-type]
+    hub.partitions = list(range(partitions))
+    hub.next = dict.fromkeys(hub.partitions, 0)
+    hub.caches = {p: PartitionCache(p, 0) for p in hub.partitions}
+    hub._in_flight.acquire = lambda *a, **k: True  # type: ignore[method-assign]
+    return hub
+
+
+async def per_record_us(
+    clients: int, topic_schema: SchemaCheck | None, route_schema: SchemaCheck | None, batches: int, size: int
+) -> float:
+    hub = hub_make(3)
+    hub.schema = topic_schema
+    sinks = []
+    for _ in range(clients):
+        sink = CollectingSink()
+        hub.subscribe(Subscriber(sink, schema=route_schema, route="/bench"), StartPlan(dict(hub.next)), 2000)
+        sinks.append(sink)
+    offsets = dict.fromkeys(range(3), 0)
+    count = 0
+    elapsed = 0.0
+    for index in range(batches):
+        batch = []
+        for _ in range(size):
+            p = count % 3
+            value = json.dumps({"seq": count, "pad": "x" * 180}).encode()
+            batch.append(Record(p, offsets[p], 0, None, value))
+            offsets[p] += 1
+            count += 1
+        started = time.perf_counter()
+        hub._ingest(batch)
+        elapsed += time.perf_counter() - started
+        if index % 20 == 0:
+            for sink in sinks:
+                sink.writes.clear()
+    return elapsed / count * 1e6
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", default="100,1000", help="Live streams; comma list.")
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=5, help="Runs per case; the best is shown.")
+    args = parser.parse_args()
+    schema = schema_validator_compile("bench", SCHEMA)
+    print("| clients | no schema | topic schema | route schema |\n|---:|---:|---:|---:|")
+    for clients in (int(c) for c in args.clients.split(",")):
+        cells = []
+        for topic_schema, route_schema in ((None, None), (schema, None), (None, schema)):
+            runs = [
+                await per_record_us(clients, topic_schema, route_schema, args.batches, args.batch_size)
+                for _ in range(args.repeat)
+            ]
+            cells.append(f"{min(runs):.1f} µs")
+        print(f"| {clients} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

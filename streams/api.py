@@ -1,0 +1,141 @@
+"""REST endpoints for schemas, topics and routes (with their filters); writes go through ``services``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+from rest_framework.routers import DefaultRouter
+
+from guards.models import Guard
+from project.api import ConfigViewSet, ServiceSerializer
+
+from . import services
+from .models import Route, RouteFilter, Schema, Topic
+
+
+class SchemaSerializer(ServiceSerializer):
+    class Meta:
+        model = Schema
+        fields = ["name", "description", "json_schema", "registry_url", "subject", "version", "created", "updated"]
+        read_only_fields = ["created", "updated"]
+
+    def upsert(self, fields: dict[str, Any]) -> Schema:
+        return services.schema_upsert(**fields)
+
+
+class TopicSerializer(ServiceSerializer):
+    schema = serializers.SlugRelatedField(
+        slug_field="name", queryset=Schema.objects.all(), allow_null=True, required=False
+    )
+
+    class Meta:
+        model = Topic
+        fields = [
+            "name",
+            "description",
+            "schema",
+            "cache_max_messages",
+            "cache_max_bytes",
+            "cache_max_age_seconds",
+            "created",
+            "updated",
+        ]
+        read_only_fields = ["created", "updated"]
+
+    def upsert(self, fields: dict[str, Any]) -> Topic:
+        return services.topic_upsert(**fields)
+
+
+class RouteFilterSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RouteFilter
+        fields = ["key", "headers"]
+
+
+class RouteSerializer(ServiceSerializer):
+    key = "path"
+    filters = RouteFilterSerializer(many=True, required=False)
+    schema = serializers.SlugRelatedField(
+        slug_field="name", queryset=Schema.objects.all(), allow_null=True, required=False
+    )
+    guard = serializers.SlugRelatedField(
+        slug_field="name", queryset=Guard.objects.all(), allow_null=True, required=False
+    )
+
+    class Meta:
+        model = Route
+        fields = [
+            "id",
+            "order",
+            "path",
+            "kind",
+            "topic",
+            "upstream",
+            "schema",
+            "filters",
+            "event_id",
+            "initial",
+            "allow_since",
+            "binary",
+            "retry_ms",
+            "heartbeat_seconds",
+            "max_pending_bytes",
+            "guard",
+            "roles",
+            "allow_origins",
+            "allow_credentials",
+            "enabled",
+            "description",
+            "created",
+            "updated",
+        ]
+        read_only_fields = ["id", "created", "updated"]
+        # Uniqueness of the path is the service's (model's) check, reported as a field error.
+        validators: list[Any] = []
+
+    def upsert(self, fields: dict[str, Any]) -> Route:
+        filters = fields.pop("filters", None)
+        return services.route_upsert(
+            filters=[dict(f) for f in filters] if filters is not None else None,
+            **fields,
+        )
+
+
+class SchemaViewSet(ConfigViewSet):
+    """Message schemas (SPEC 5): inline JSON Schema, or a subject in a schema registry."""
+
+    queryset = Schema.objects.all()
+    serializer_class = SchemaSerializer
+    lookup_field = "name"
+
+    def instance_delete(self, instance: Schema) -> None:
+        services.schema_delete(schema=instance)
+
+
+class TopicViewSet(ConfigViewSet):
+    """Kafka topics Sluice serves: cache bounds and schema."""
+
+    queryset = Topic.objects.select_related("schema")
+    serializer_class = TopicSerializer
+    lookup_field = "name"
+    lookup_value_regex = r"[A-Za-z0-9._-]+"
+
+    def instance_delete(self, instance: Topic) -> None:
+        services.topic_delete(topic=instance)
+
+
+class RouteViewSet(ConfigViewSet):
+    """Stream routes, with their filters (a write with ``filters`` replaces them all)."""
+
+    queryset = Route.objects.select_related("schema", "guard").prefetch_related("filters")
+    serializer_class = RouteSerializer
+
+    def instance_delete(self, instance: Route) -> None:
+        services.route_delete(route=instance)
+
+
+def api_register(router: DefaultRouter) -> None:
+    router.register("schemas", SchemaViewSet)
+    router.register("topics", TopicViewSet)
+    router.register("routes", RouteViewSet)
