@@ -22,11 +22,23 @@ NODE = shutil.which("node")
 SECRET = "an-hs256-secret-that-is-long-enough-for-tests"
 
 
-def asyncapi_validate(document: dict[str, Any]) -> dict[str, Any]:
-    """Run @asyncapi/parser (tests/config/asyncapi-parser, installed by ``npm ci``) over ``document``."""
-    assert (PARSER / "node_modules" / "@asyncapi" / "parser").is_dir(), (
-        f"the AsyncAPI parser is not installed: npm ci --prefix {PARSER.relative_to(Path.cwd())}"
+def asyncapi_parser_install() -> None:
+    """``npm ci`` the pinned parser on first use (CI does it up front; a fresh clone needs it here)."""
+    if (PARSER / "node_modules" / "@asyncapi" / "parser").is_dir():
+        return
+    npm = shutil.which("npm")
+    assert npm is not None, f"the AsyncAPI parser is not installed and npm is missing: npm ci --prefix {PARSER}"
+    subprocess.run(
+        [npm, "ci", "--prefix", str(PARSER), "--no-audit", "--no-fund"],
+        capture_output=True,
+        timeout=600,
+        check=True,
     )
+
+
+def asyncapi_validate(document: dict[str, Any]) -> dict[str, Any]:
+    """Run @asyncapi/parser (tests/config/asyncapi-parser, pinned by its package-lock.json) over ``document``."""
+    asyncapi_parser_install()
     result = subprocess.run(
         [str(NODE), str(PARSER / "validate.mjs")],
         input=json.dumps(document),
