@@ -37,7 +37,7 @@ django.setup()
 import jwt  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: E402
 
-from bench.fanout import Gateway, machine_description  # noqa: E402
+from bench.fanout import Gateway, machine_description, output_write  # noqa: E402
 from guards.policy import policy_compile  # noqa: E402
 from streams.admission import stream_admit  # noqa: E402
 from streams.broker import EmbeddedBroker, topic_ensure  # noqa: E402
@@ -220,16 +220,6 @@ def section(rows: list[tuple[str, float, float]], wire: Any, args: argparse.Name
     return "\n".join(lines)
 
 
-def output_write(path: Path, text: str) -> None:
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    begin, end = old.find(SECTION_BEGIN), old.find(SECTION_END)
-    if begin >= 0 and end > begin:
-        new = old[:begin] + text + old[end + len(SECTION_END) :]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=5000, help="admissions per algorithm, in process")
@@ -241,7 +231,7 @@ def main() -> None:
     text = section(rows, wire, args)
     print(text)
     if args.output:
-        output_write(args.output, text)
+        output_write(args.output, text, SECTION_BEGIN, SECTION_END)
 
 
 if __name__ == "__main__":

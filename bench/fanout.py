@@ -811,12 +811,12 @@ def section(results: list[Result], command: str, started: datetime, commit: str)
     )
 
 
-def output_write(path: Path, text: str) -> None:
-    """Replace the marked section of ``path`` (or append one; create the file if needed)."""
+def output_write(path: Path, text: str, begin_mark: str = SECTION_BEGIN, end_mark: str = SECTION_END) -> None:
+    """Replace the section of ``path`` between the marks (or append one; create the file if needed)."""
     old = path.read_text() if path.exists() else "# Benchmarks\n"
-    begin, end = old.find(SECTION_BEGIN), old.find(SECTION_END)
+    begin, end = old.find(begin_mark), old.find(end_mark)
     if begin >= 0 and end > begin:
-        new = old[:begin] + text + old[end + len(SECTION_END) :]
+        new = old[:begin] + text + old[end + len(end_mark) :]
     else:
         new = old.rstrip("\n") + "\n\n" + text + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,28 +10,13 @@ import pytest
 from guards.policy import policy_compile
 from streams.admission import stream_admit
 from streams.errors import InsufficientRoles, InvalidToken, MissingCredentials, StreamError
-from streams.patterns import pattern_compile
 from streams.routing import RouteSpec
-from streams.templating import template_compile
 from tests.guards.tokens import guard_fields, mint
+from tests.specs import route_spec
 
 
 def guarded_route(**guard: Any) -> RouteSpec:
-    return RouteSpec(
-        id=1,
-        pattern=pattern_compile("/secure"),
-        topic=template_compile("t"),
-        filters=(),
-        event_id="etag",
-        initial="live",
-        allow_since=False,
-        binary="skip",
-        retry_ms=2000,
-        heartbeat_seconds=15,
-        max_pending_bytes=1 << 20,
-        guard=policy_compile(name="g", **guard_fields(**guard)),
-        roles=("read:items",),
-    )
+    return route_spec(guard=policy_compile(name="g", **guard_fields(**guard)), roles=("read:items",))
 
 
 def scope(token: str | None = None) -> dict[str, Any]:

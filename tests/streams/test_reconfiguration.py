@@ -3,34 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from typing import Any
 
 from guards.policy import policy_compile
-from streams.patterns import pattern_compile
 from streams.reconfiguration import CONFIG_GROUP, MESSAGE_TYPE, ConfigBus, OpenStream, OpenStreams
 from streams.routing import RouteSpec, RouteTable
-from streams.templating import template_compile
 from tests.guards.tokens import SECRET, guard_fields, mint_hs256
 from tests.polling import condition_wait_async
+from tests.specs import route_spec
 from tests.streams.test_reauthorization import FakeLayer
 
 
 def spec(route_id: int = 1, **fields: Any) -> RouteSpec:
-    base = RouteSpec(
-        id=route_id,
-        pattern=pattern_compile(f"/r{route_id}"),
-        topic=template_compile("t"),
-        filters=(),
-        event_id="etag",
-        initial="live",
-        allow_since=False,
-        binary="skip",
-        retry_ms=1000,
-        heartbeat_seconds=15,
-        max_pending_bytes=1 << 20,
-    )
-    return replace(base, **fields)
+    return route_spec(route_id, f"/r{route_id}", **fields)
 
 
 def guarded(route_id: int = 1, revision: str = "1@a", roles: tuple[str, ...] = ("read:items",), **policy: Any):
