@@ -7,6 +7,7 @@ from django.conf import settings
 
 from .hub import HubRegistry
 from .kafka import KafkaAccess
+from .proxy import UpstreamRegistry
 from .reauthorization import DeadlineRegistry, ReauthorizationBus
 
 _registry: HubRegistry | None = None
@@ -50,3 +51,14 @@ def reauthorization_bus() -> ReauthorizationBus:
     if _bus is None:
         _bus = ReauthorizationBus(DeadlineRegistry(), get_channel_layer())
     return _bus
+
+
+_proxies: UpstreamRegistry | None = None
+
+
+def proxy_registry() -> UpstreamRegistry:
+    """This process's upstream SSE connections (``sse-proxy`` routes), shared between clients."""
+    global _proxies
+    if _proxies is None:
+        _proxies = UpstreamRegistry()
+    return _proxies
