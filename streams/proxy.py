@@ -93,7 +93,7 @@ class FieldDecoder:
             return None
         return UpstreamEvent(
             id=sse.id if "id" in seen else None,
-            event=sse.event or None,
+            event=sse.event if "event" in seen else None,
             data=sse.data if "data" in seen else None,
             retry=sse.retry,
         )
