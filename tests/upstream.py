@@ -76,7 +76,7 @@ class Upstream:
         await response.write(f"retry: {RETRY_MS}\n\n".encode())
         while True:
             async with self.changed:
-                await self.changed.wait_for(lambda n=n: self.published >= n)  # type: ignore[misc]
+                await self.changed.wait_for(lambda n=n: self.published >= n)
             while n <= self.published:
                 await response.write(event_bytes(n))
                 n += 1

@@ -1,0 +1,143 @@
+"""HTTPS with HTTP/2: many streams on one connection, flow control per stream, challenge responses (SPEC 4.3, 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import ssl
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Gateway, Kafka, UpstreamServer
+from tests.guards.test_admission_wire import bearer, challenge_response, guard  # noqa: F401 (fixture)
+from tests.guards.tokens import mint
+from tests.polling import condition_wait_async
+from tests.streams.test_wire import QUIET, WAIT, open_stream
+
+pytestmark = pytest.mark.services
+
+STREAMS = 50
+
+
+@pytest.fixture
+def tls_gateway(gateway_factory: Callable[..., Gateway]) -> tuple[Gateway, Path]:
+    """A gateway of this test's own serving HTTPS with ``--self-signed``, and its certificate's path."""
+    server = gateway_factory("--self-signed")
+    (cert,) = {m.group(1) for line in server.output for m in [re.search(r"--cacert (\S+)\)", line)] if m}
+    return server, Path(cert)
+
+
+@pytest.fixture
+async def h2(tls_gateway: tuple[Gateway, Path]) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP/2-only client limited to ONE connection, trusting the gateway's certificate."""
+    server, cert = tls_gateway
+    context = ssl.create_default_context(cafile=str(cert))
+    async with httpx.AsyncClient(
+        base_url=server.url,
+        http1=False,
+        http2=True,
+        verify=context,
+        limits=httpx.Limits(max_connections=1),
+        timeout=httpx.Timeout(WAIT),
+    ) as client:
+        yield client
+
+
+def alpn(response: httpx.Response) -> str | None:
+    ssl_object = response.extensions["network_stream"].get_extra_info("ssl_object")
+    return str(ssl_object.selected_alpn_protocol())
+
+
+def connections(client: httpx.AsyncClient) -> int:
+    return len(client._transport._pool.connections)  # type: ignore[attr-defined]
+
+
+async def test_fifty_streams_share_one_h2_connection(h2: httpx.AsyncClient, kafka: Kafka, route: Any) -> None:
+    topic = kafka.topic()
+    path = f"/h2/{uuid.uuid4().hex[:8]}"
+    route(path=path, topic=topic, initial="earliest", heartbeat_seconds=QUIET)
+    for n in range(5):
+        kafka.produce(topic, f"m{n}", key="k", flush=False)
+    kafka.flush()
+    opened: list[httpx.Response] = []
+
+    async def one() -> list[str]:
+        async with open_stream(h2, path) as stream:
+            opened.append(stream.response)
+            await stream.read_messages(5)
+            return stream.data
+
+    results = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(STREAMS))), WAIT)
+    assert results == [[f"m{n}" for n in range(5)]] * STREAMS
+    assert len(opened) == STREAMS
+    assert {r.http_version for r in opened} == {"HTTP/2"}
+    assert {alpn(r) for r in opened} == {"h2"}
+    assert connections(h2) == 1
+
+
+async def test_proxy_streams_over_h2(h2: httpx.AsyncClient, upstream_sse: UpstreamServer, route: Any) -> None:
+    path = f"/h2proxy/{uuid.uuid4().hex[:8]}"
+    route(path=path, kind="sse-proxy", upstream=f"{upstream_sse.url}/events", topic="", heartbeat_seconds=QUIET)
+    async with open_stream(h2, path) as first, open_stream(h2, path) as second:
+        await condition_wait_async(lambda: upstream_sse.log() == [None], within=WAIT, what="the upstream opened")
+        upstream_sse.publish(3)
+        for stream in (first, second):
+            assert [e.data for e in await stream.read_messages(3)] == ["event 1", "event 2", "event 3"]
+    assert connections(h2) == 1
+
+
+async def test_a_stream_nobody_reads_does_not_stall_the_others_on_its_connection(
+    h2: httpx.AsyncClient, kafka: Kafka, route: Any
+) -> None:
+    topic = kafka.topic()
+    path = f"/h2slow/{uuid.uuid4().hex[:8]}"
+    # Far more than the default HTTP/2 stream window (64 KiB): the unread stream's window fills.
+    route(path=path, topic=topic, heartbeat_seconds=QUIET, max_pending_bytes=8 * 1024 * 1024)
+    payload = "x" * 1000
+    async with open_stream(h2, path) as slow, open_stream(h2, path) as fast:
+        await slow.started()
+        await fast.started()
+        for n in range(300):
+            kafka.produce(topic, f"{n:03d}{payload}", key="k", flush=False)
+        kafka.flush()
+        await fast.read_messages(300)  # while ``slow`` is not read at all
+        assert [e.data[:3] for e in fast.messages] == [f"{n:03d}" for n in range(300)]
+        # The slow stream was held back by its own window, and gets everything once it reads.
+        assert [e.data[:3] for e in await slow.read_messages(300)] == [f"{n:03d}" for n in range(300)]
+    assert connections(h2) == 1
+
+
+async def test_challenge_and_challenge_response_on_one_h2_connection(
+    h2: httpx.AsyncClient,
+    kafka: Kafka,
+    route: Any,
+    guard: Callable[..., str],  # noqa: F811 (the fixture imported above)
+) -> None:
+    topic = kafka.topic()
+    path = f"/h2reauth/{uuid.uuid4().hex[:8]}"
+    route(path=path, topic=topic, guard=guard(challenge=2), roles=["read:items"], heartbeat_seconds=QUIET)
+    expires = int(time.time()) + 3
+    async with open_stream(h2, path, headers=bearer(mint(exp=expires))) as stream:
+        await stream.read_until(lambda s: any(e.type == "challenge" for e in s.events))
+        response = await h2.post(path, headers=challenge_response(mint(exp=expires + 60)))
+        assert (response.status_code, response.http_version) == (204, "HTTP/2")
+        await condition_wait_async(lambda: time.time() > expires + 1, within=WAIT, what="the first token's exp")
+        kafka.produce(topic, "after the first exp", key="k")
+        await stream.read_data("after the first exp")
+        assert [(e.type, e.data) for e in stream.messages][-1] == ("message", "after the first exp")
+    assert connections(h2) == 1
+
+
+async def test_plain_http_1_1_still_works_over_tls(tls_gateway: tuple[Gateway, Path], kafka: Kafka, route: Any) -> None:
+    server, cert = tls_gateway
+    path = f"/h1/{uuid.uuid4().hex[:8]}"
+    route(path=path, topic=kafka.topic(), heartbeat_seconds=QUIET)
+    async with httpx.AsyncClient(base_url=server.url, verify=ssl.create_default_context(cafile=str(cert))) as client:
+        response = await client.head(path)
+    assert (response.status_code, response.http_version) == (200, "HTTP/1.1")
