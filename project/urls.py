@@ -12,6 +12,7 @@ handler404 = not_found
 
 urlpatterns = [
     path("", views.index, name="index"),
+    path("viewer/", views.viewer, name="viewer"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", views.metrics, name="metrics"),
     path("admin/", admin.site.urls),

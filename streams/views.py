@@ -7,12 +7,25 @@ from django.shortcuts import render
 
 from .models import Route
 from .runtime import hub_registry_if_started
+from .selectors import route_listing
 
 
 def index(request: HttpRequest) -> HttpResponse:
-    """Landing page: the enabled routes, and a live view of the first one."""
-    routes = Route.objects.filter(enabled=True).order_by("order", "path")
+    """Landing page: the enabled routes (kind, path, guarded or not), and a live view of the first one."""
+    routes = Route.objects.filter(enabled=True).select_related("guard").order_by("order", "path")
     return render(request, "streams/index.html", {"routes": routes})
+
+
+def viewer(request: HttpRequest) -> HttpResponse:
+    """Stream viewer: pick a route, fill its path parameters, watch its events, pause and resume."""
+    routes = route_listing()
+    chosen = request.GET.get("route", "")
+    selected = next((r.id for r in routes if str(r.id) == chosen), routes[0].id if routes else None)
+    return render(
+        request,
+        "streams/viewer.html",
+        {"routes": routes, "routes_data": [r.as_dict() for r in routes], "selected": selected},
+    )
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
