@@ -270,7 +270,9 @@ class StreamConsumer:
                 await send({"type": "http.response.body", "body": b""})
                 return
             try:
-                upstream, sub = await proxy_registry().subscribe(route.upstream, last, retry_ms=route.retry_ms)
+                upstream, sub = await proxy_registry().subscribe(
+                    route.upstream, last, retry_ms=route.retry_ms, limit=route.max_pending_bytes
+                )
             except UpstreamError as exc:
                 logger.warning("proxy stream on %s refused: %s", route.pattern.source, exc.detail)
                 if exc.refused and exc.status is not None:
@@ -309,8 +311,7 @@ class StreamConsumer:
         try:
             await send({"type": "http.response.start", "status": 200, "headers": STREAM_HEADERS})
             sink = FlowSink(flow, route.max_pending_bytes) if flow else QueueSink(send, route.max_pending_bytes)
-            if not sub.attach(sink):
-                upstream.cut(sub)
+            upstream.attach(sub, sink)
             beats = asyncio.ensure_future(heartbeats_write(upstream, sub, route.heartbeat_seconds))
             if deadline is not None:
 

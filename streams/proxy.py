@@ -118,14 +118,17 @@ class ProxySubscriber:
     """One client of an upstream: its sink and the future that says why its stream ended.
 
     Until the client's response head is out there is no sink yet: what arrives
-    meanwhile waits in ``backlog`` and goes first on :meth:`attach`.
+    meanwhile waits in ``backlog`` (bounded by ``limit`` like the sink) and goes
+    first on :meth:`Upstream.attach`.
     """
 
-    __slots__ = ("sink", "backlog", "closed", "close_reason", "__weakref__")
+    __slots__ = ("sink", "limit", "backlog", "backlog_bytes", "closed", "close_reason", "__weakref__")
 
-    def __init__(self, first: bytes) -> None:
+    def __init__(self, first: bytes, limit: int) -> None:
         self.sink: Sink | None = None
+        self.limit = limit
         self.backlog = [first]
+        self.backlog_bytes = len(first)
         self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.close_reason: str | None = None
 
@@ -133,14 +136,9 @@ class ProxySubscriber:
         """``False`` once the client is over its pending-bytes bound."""
         if self.sink is None:
             self.backlog.append(data)
-            return True
+            self.backlog_bytes += len(data)
+            return self.backlog_bytes <= self.limit
         return self.sink.write(data)
-
-    def attach(self, sink: Sink) -> bool:
-        """Start writing to ``sink``, what waited first; ``False`` if that is already too much."""
-        self.sink = sink
-        backlog, self.backlog = b"".join(self.backlog), []
-        return sink.write(backlog)
 
     def abort(self) -> None:
         if self.sink is not None:
@@ -178,6 +176,16 @@ class Upstream:
 
     def subscribe(self, sub: ProxySubscriber) -> None:
         self.subscribers[sub] = None
+
+    def attach(self, sub: ProxySubscriber, sink: Sink) -> None:
+        """Start writing ``sub``'s events to ``sink``, what waited first (its response head is out)."""
+        sub.sink = sink
+        if sub.closed.done():  # cut while it waited
+            sink.abort()
+            return
+        backlog, sub.backlog = b"".join(sub.backlog), []
+        if not sink.write(backlog):
+            self.cut(sub)
 
     def unsubscribe(self, sub: ProxySubscriber) -> None:
         self.subscribers.pop(sub, None)
@@ -308,18 +316,20 @@ class UpstreamRegistry:
             self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=True)
         return self._client
 
-    async def subscribe(self, url: str, last_id: str | None, *, retry_ms: int) -> tuple[Upstream, ProxySubscriber]:
+    async def subscribe(
+        self, url: str, last_id: str | None, *, retry_ms: int, limit: int
+    ) -> tuple[Upstream, ProxySubscriber]:
         """Join (or open) the upstream for ``url`` from ``last_id``; raises :class:`UpstreamError` if it refuses.
 
         The subscriber's first bytes (``retry`` and a checkpoint) come before any event; it writes
-        nothing until :meth:`ProxySubscriber.attach` gives it its sink.
+        nothing until :meth:`Upstream.attach` gives it its sink; ``limit`` bounds its pending bytes.
         """
         key = (url, last_id)
         upstream = self.upstreams.get(key)
         if upstream is None or not upstream.joinable:
             upstream = Upstream(self.client, url, last_id, base_delay=retry_ms / 1000, registry=self)
             self.upstreams[key] = upstream
-        sub = ProxySubscriber(upstream.preamble(retry_ms))
+        sub = ProxySubscriber(upstream.preamble(retry_ms), limit)
         # Subscribed before the open finishes, so no event between the two is lost.
         upstream.subscribe(sub)
         try:

@@ -183,3 +183,81 @@ async def test_concurrent_first_opens_share_one_upstream(
     results = await asyncio.wait_for(asyncio.gather(*tasks), WAIT)
     assert all(r == ["event 1", "event 2"] for r in results)
     assert upstream_sse.log() == [None]
+
+
+class FakeSink:
+    """A sink that takes ``room`` bytes and then reports the client over its bound."""
+
+    def __init__(self, room: int) -> None:
+        self.limit = room
+        self.last_write = 0.0
+        self.written = b""
+        self.aborted = False
+
+    def write(self, data: bytes) -> bool:
+        self.written += data
+        return len(self.written) <= self.limit
+
+    async def writable(self) -> None:
+        return None
+
+    def pending(self) -> int:
+        return 0
+
+    def congested(self) -> bool:
+        return False
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def sse_transport(count: int, seen: list[httpx.Request]) -> httpx.MockTransport:
+    """Events 1..count of 100 bytes each, after the request's Last-Event-ID; then the response ends."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        after = int(request.headers.get("last-event-id", "0"))
+        body = b"".join(f"id: {n}\ndata: {'x' * 100}\n\n".encode() for n in range(after + 1, count + 1))
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    return httpx.MockTransport(answer)
+
+
+async def test_a_slow_proxy_client_is_cut_and_the_others_go_on() -> None:
+    from streams.proxy import UpstreamRegistry
+
+    seen: list[httpx.Request] = []
+    registry = UpstreamRegistry(httpx.AsyncClient(transport=sse_transport(20, seen)))
+    url = "http://upstream.test/events"
+    try:
+        (upstream, slow), (same, healthy) = await asyncio.gather(
+            registry.subscribe(url, "0", retry_ms=1000, limit=1 << 20),
+            registry.subscribe(url, "0", retry_ms=1000, limit=1 << 20),
+        )
+        assert same is upstream  # same last id, nothing delivered yet: one upstream request
+        slow_sink, healthy_sink = FakeSink(room=500), FakeSink(room=1 << 20)
+        upstream.attach(slow, slow_sink)
+        upstream.attach(healthy, healthy_sink)
+        await condition_wait_async(lambda: healthy_sink.written.count(b"data: ") == 20, within=WAIT, what="20 events")
+        assert (slow.close_reason, slow_sink.aborted, registry.cut_slow) == ("slow", True, 1)
+        assert healthy.close_reason is None
+        assert upstream.last_id == "20"
+        assert seen[0].headers["last-event-id"] == "0"
+        assert [r.headers["last-event-id"] for r in seen[1:]] == ["20"] * len(seen[1:])  # re-opens from its last id
+        assert not upstream.joinable  # it has delivered: a newcomer with id 0 gets its own upstream
+    finally:
+        await registry.close()
+
+
+async def test_a_client_over_its_bound_before_its_head_is_out_is_cut_on_attach() -> None:
+    from streams.proxy import UpstreamRegistry
+
+    registry = UpstreamRegistry(httpx.AsyncClient(transport=sse_transport(20, [])))
+    try:
+        upstream, sub = await registry.subscribe("http://upstream.test/events", "0", retry_ms=1000, limit=500)
+        await condition_wait_async(lambda: sub.closed.done(), within=WAIT, what="the cut")
+        sink = FakeSink(room=1 << 20)
+        upstream.attach(sub, sink)
+        assert (sub.close_reason, sink.aborted, sink.written) == ("slow", True, b"")
+    finally:
+        await registry.close()
