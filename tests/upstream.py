@@ -122,7 +122,10 @@ def main() -> None:
         return app
 
     print(json.dumps({"port": args.port}), flush=True)
-    web.run_app(make_app(), host="127.0.0.1", port=args.port, print=lambda *_: print("ready", flush=True))
+    # Handlers wait on events forever: a stop does not wait for them (the default would be a minute).
+    web.run_app(
+        make_app(), host="127.0.0.1", port=args.port, shutdown_timeout=0.5, print=lambda *_: print("ready", flush=True)
+    )
 
 
 if __name__ == "__main__":
