@@ -246,24 +246,23 @@ class Upstream:
                 except UpstreamError as exc:
                     if not self.opened.done():
                         self.opened.set_exception(exc)
-                        self.registry.forget(self)
                         return
                     if exc.refused:
                         logger.warning("upstream %s refused a re-open: %s", self.url, exc.detail)
                         self._end_all("upstream_refused")
-                        self.registry.forget(self)
                         return
                     failures += 1
                     await asyncio.sleep(self._backoff(failures))
                     continue
-                if not self.opened.done():
-                    self.opened.set_result(None)
-                else:
+                if self.opened.done():
                     self.reconnects += 1
+                else:
+                    self.opened.set_result(None)
                 failures = 0
                 try:
-                    async for event in events_read(response):
-                        self._deliver(event)
+                    if self.subscribers:  # every client may have left while it opened
+                        async for event in events_read(response):
+                            self._deliver(event)
                 except (httpx.HTTPError, httpx.StreamError, UnicodeDecodeError) as exc:
                     logger.info("upstream %s failed (%s); re-opening from %r", self.url, exc, self.last_id)
                 else:
@@ -275,6 +274,7 @@ class Upstream:
                 failures += 1
                 await asyncio.sleep(self._backoff(failures))
         finally:
+            self.registry.forget(self)
             if not self.opened.done():
                 self.opened.set_exception(UpstreamError(f"upstream {self.url} closed before it opened"))
             self._end_all("upstream_closed")

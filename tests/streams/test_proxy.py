@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -13,6 +14,8 @@ import pytest
 
 from streams.proxy import FieldDecoder, UpstreamEvent
 from tests.conftest import Gateway, UpstreamServer
+from tests.guards.test_admission_wire import bearer, guard  # noqa: F401 (fixture)
+from tests.guards.tokens import mint
 from tests.polling import condition_wait_async
 from tests.sse import EventParser
 from tests.streams.test_wire import QUIET, WAIT, Stream, open_stream
@@ -261,3 +264,23 @@ async def test_a_client_over_its_bound_before_its_head_is_out_is_cut_on_attach()
         assert (sub.close_reason, sink.aborted, sink.written) == ("slow", True, b"")
     finally:
         await registry.close()
+
+
+async def test_guarded_proxy_route_admits_challenges_and_ends_at_exp(
+    client: httpx.AsyncClient,
+    upstream_sse: UpstreamServer,
+    proxy_route: Callable[..., str],
+    guard: Callable[..., str],  # noqa: F811 (the fixture imported above)
+) -> None:
+    path = proxy_route(f"{upstream_sse.url}/events", guard=guard(challenge=1), roles=["read:items"])
+    assert (await client.get(path)).status_code == 401
+    assert upstream_sse.log() == []  # refused before the upstream is asked
+    expires = int(time.time()) + 2
+    async with open_stream(client, path, headers=bearer(mint(exp=expires))) as stream:
+        await condition_wait_async(lambda: upstream_sse.log() == [None], within=WAIT, what="the upstream opened")
+        upstream_sse.publish(1)
+        await stream.read_until(lambda s: any(e.type == "challenge" for e in s.events) and len(s.messages) >= 2)
+        with pytest.raises(StopAsyncIteration):  # the gateway ends the response at exp
+            await stream.read_until(lambda s: False)
+        assert time.time() >= expires
+    assert "event 1" in stream.data
