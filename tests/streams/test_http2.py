@@ -141,3 +141,26 @@ async def test_plain_http_1_1_still_works_over_tls(tls_gateway: tuple[Gateway, P
     async with httpx.AsyncClient(base_url=server.url, verify=ssl.create_default_context(cafile=str(cert))) as client:
         response = await client.head(path)
     assert (response.status_code, response.http_version) == (200, "HTTP/1.1")
+
+
+async def test_a_stream_ending_on_an_h2_connection_leaves_the_others_open(
+    h2: httpx.AsyncClient,
+    kafka: Kafka,
+    route: Any,
+    guard: Callable[..., str],  # noqa: F811 (the fixture imported above)
+) -> None:
+    topic = kafka.topic()
+    guarded, public = f"/h2end/{uuid.uuid4().hex[:8]}", f"/h2end/{uuid.uuid4().hex[:8]}"
+    route(path=guarded, topic=topic, guard=guard(), roles=["read:items"], heartbeat_seconds=QUIET)
+    route(path=public, topic=topic, heartbeat_seconds=QUIET)
+    expires = int(time.time()) + 2
+    async with (
+        open_stream(h2, guarded, headers=bearer(mint(exp=expires))) as ending,
+        open_stream(h2, public) as staying,
+    ):
+        await staying.started()
+        with pytest.raises(StopAsyncIteration):  # the token's exp ends this stream only
+            await ending.read_until(lambda s: False)
+        kafka.produce(topic, "still here", key="k")
+        assert await staying.read_data("still here") == ["still here"]
+    assert connections(h2) == 1
