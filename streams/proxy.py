@@ -256,6 +256,7 @@ class Upstream:
                     continue
                 if self.opened.done():
                     self.reconnects += 1
+                    self.registry.reconnects += 1
                 else:
                     self.opened.set_result(None)
                 failures = 0
@@ -307,7 +308,9 @@ class UpstreamRegistry:
     def __init__(self, client: httpx.AsyncClient | None = None) -> None:
         self._client = client
         self.upstreams: dict[tuple[str, str | None], Upstream] = {}
+        # Counters for /metrics (the upstreams come and go, these stay).
         self.cut_slow = 0
+        self.reconnects = 0
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -338,6 +341,10 @@ class UpstreamRegistry:
             upstream.unsubscribe(sub)
             raise
         return upstream, sub
+
+    @property
+    def subscribers(self) -> int:
+        return sum(len(upstream.subscribers) for upstream in self.upstreams.values())
 
     def forget(self, upstream: Upstream) -> None:
         key = (upstream.url, upstream.opened_with)

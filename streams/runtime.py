@@ -62,3 +62,7 @@ def proxy_registry() -> UpstreamRegistry:
     if _proxies is None:
         _proxies = UpstreamRegistry()
     return _proxies
+
+
+def proxy_registry_if_started() -> UpstreamRegistry | None:
+    return _proxies

@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from .models import Route
-from .runtime import hub_registry_if_started
+from .runtime import hub_registry_if_started, proxy_registry_if_started
 from .selectors import route_listing
 
 
@@ -79,4 +79,29 @@ def metrics(request: HttpRequest) -> HttpResponse:
     for name, (kind, help_text, value) in series.items():
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
         lines += [f'{name}{{topic="{topic}"}} {value(hub)}' for topic, hub in sorted(hubs.items())]
+    proxies = proxy_registry_if_started()
+    proxy_series: dict[str, tuple[str, str, int]] = {
+        "sluice_proxy_upstreams": (
+            "gauge",
+            "Open upstream connections of sse-proxy routes.",
+            len(proxies.upstreams) if proxies else 0,
+        ),
+        "sluice_proxy_subscribers": (
+            "gauge",
+            "Open streams on sse-proxy routes.",
+            proxies.subscribers if proxies else 0,
+        ),
+        "sluice_proxy_reconnects_total": (
+            "counter",
+            "Upstreams re-opened after a failure.",
+            proxies.reconnects if proxies else 0,
+        ),
+        "sluice_proxy_slow_clients_cut_total": (
+            "counter",
+            "Proxy clients cut for exceeding max_pending_bytes.",
+            proxies.cut_slow if proxies else 0,
+        ),
+    }
+    for name, (kind, help_text, count) in proxy_series.items():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {count}"]
     return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -16,6 +16,7 @@ from streams.proxy import FieldDecoder, UpstreamEvent
 from tests.conftest import Gateway, UpstreamServer
 from tests.guards.test_admission_wire import bearer, guard  # noqa: F401 (fixture)
 from tests.guards.tokens import mint
+from tests.metrics import metrics_read
 from tests.polling import condition_wait_async
 from tests.sse import EventParser
 from tests.streams.test_wire import QUIET, WAIT, Stream, open_stream
@@ -105,8 +106,12 @@ async def test_upstream_restart_mid_stream_delivers_every_event_once(
     client: httpx.AsyncClient, upstream_sse: UpstreamServer, proxy_route: Callable[..., str]
 ) -> None:
     path = proxy_route(f"{upstream_sse.url}/events", retry_ms=100)
+    before = await metrics_read(client)
     async with open_stream(client, path) as stream:
         await condition_wait_async(lambda: upstream_sse.log() == [None], within=WAIT, what="the upstream opened")
+        opened = await metrics_read(client)
+        assert opened["sluice_proxy_upstreams"] >= 1
+        assert opened["sluice_proxy_subscribers"] >= 1
         upstream_sse.publish(10)
         await stream.read_messages(10)
         upstream_sse.stop(signal.SIGKILL)  # no goodbye: the connection just drops
@@ -116,6 +121,8 @@ async def test_upstream_restart_mid_stream_delivers_every_event_once(
         upstream_sse.publish(5)
         messages = await stream.read_messages(30)
         assert [(e.id, e.type, e.data) for e in messages] == [event_fields(n) for n in range(1, 31)]
+        after = await metrics_read(client)
+        assert after["sluice_proxy_reconnects_total"] >= before.get("sluice_proxy_reconnects_total", 0) + 1
     assert upstream_sse.log() == ["10"]  # the new process's log: one re-open, from the last id
 
 
