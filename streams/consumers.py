@@ -1,8 +1,10 @@
-"""The stream app: a thin ASGI layer between an HTTP request and the topic hub.
+"""The stream app: a thin ASGI layer between an HTTP request and the topic hub (or an upstream).
 
 Parse the request, find the route, resolve its topic and filters, ask the hub
 for a start position, write the response head, subscribe, and unsubscribe in
-``finally`` however the stream ends.
+``finally`` however the stream ends. ``sse-proxy`` routes join a shared
+upstream connection (``streams.proxy``) instead of a hub; ``OPTIONS`` and the
+CORS headers of every answer come from the route (``streams.cors``).
 """
 
 from __future__ import annotations
@@ -88,6 +90,9 @@ def last_event_id_raw(scope: Scope, query: dict[str, list[str]]) -> str | None:
         raw = query["lastEventId"][0]
         if len(raw.encode("utf-8")) > MAX_EVENT_ID_BYTES:
             raise InvalidLastEventId(f"lastEventId is longer than {MAX_EVENT_ID_BYTES} bytes")
+    if raw is not None and any(c in raw for c in "\r\n\x00"):
+        # No id holds these (SPEC 1), and a proxy route would pass it on as a header.
+        raise InvalidLastEventId("a last event id cannot hold CR, LF or NUL")
     return raw or None
 
 

@@ -291,3 +291,12 @@ async def test_guarded_proxy_route_admits_challenges_and_ends_at_exp(
             await stream.read_until(lambda s: False)
         assert time.time() >= expires
     assert "event 1" in stream.data
+
+
+async def test_last_event_id_with_a_line_end_is_400_not_sent_upstream(
+    client: httpx.AsyncClient, upstream_sse: UpstreamServer, proxy_route: Callable[..., str]
+) -> None:
+    path = proxy_route(f"{upstream_sse.url}/events")
+    response = await client.get(path, params={"lastEventId": "5\r\nx-injected: 1"})
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_last_event_id")
+    assert upstream_sse.log() == []
