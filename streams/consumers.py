@@ -293,7 +293,11 @@ class StreamConsumer:
             await self._relay(scope, receive, send, upstream, sub, None)
             return
         bus = reauthorization_bus()
-        await bus.stream_open(deadline)
+        try:
+            await bus.stream_open(deadline)
+        except BaseException:
+            upstream.unsubscribe(sub)
+            raise
         try:
             await self._relay(scope, receive, send, upstream, sub, deadline)
         finally:
