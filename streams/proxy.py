@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import httpx
 from httpx_sse import EventSource, SSEError
-from httpx_sse._decoders import SSEDecoder, SSELineDecoder
+from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # not re-exported; the version is pinned
 
 from .sinks import Sink
 from .sse import HEARTBEAT, data_lines, field_sanitize
