@@ -13,11 +13,16 @@ from typing import Any
 
 import httpx
 import pytest
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.events import DataReceived
 
 from tests.conftest import Gateway, Kafka, UpstreamServer
 from tests.guards.test_admission_wire import bearer, challenge_response, guard  # noqa: F401 (fixture)
 from tests.guards.tokens import mint
+from tests.metrics import metrics_read
 from tests.polling import condition_wait_async
+from tests.sse import EventParser
 from tests.streams.test_wire import QUIET, WAIT, open_stream
 
 pytestmark = pytest.mark.services
@@ -92,25 +97,105 @@ async def test_proxy_streams_over_h2(h2: httpx.AsyncClient, upstream_sse: Upstre
     assert connections(h2) == 1
 
 
+class RawH2:
+    """A bare HTTP/2 client (the ``h2`` library) that grants stream windows only as the test says.
+
+    httpx opens every stream's window by 16 MiB, too wide to show the server's flow control;
+    here a stream's window stays at the default 64 KiB until its data is acknowledged.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.conn = H2Connection(H2Configuration(client_side=True))
+        self.received: dict[int, bytes] = {}
+        self.acknowledging: set[int] = set()
+        self.alpn = writer.get_extra_info("ssl_object").selected_alpn_protocol()
+
+    @classmethod
+    async def connect(cls, url: str, cert: Path) -> RawH2:
+        host, port = url.removeprefix("https://").rsplit(":", 1)
+        context = ssl.create_default_context(cafile=str(cert))
+        context.set_alpn_protocols(["h2"])
+        client = cls(*await asyncio.open_connection(host, int(port), ssl=context))
+        client.conn.initiate_connection()
+        client.conn.increment_flow_control_window(2**24)  # the connection's window: wide open
+        client.writer.write(client.conn.data_to_send())
+        return client
+
+    def get(self, path: str, *, acknowledge: bool) -> int:
+        stream_id = self.conn.get_next_available_stream_id()
+        headers = [(":method", "GET"), (":path", path), (":scheme", "https"), (":authority", "localhost")]
+        self.conn.send_headers(stream_id, headers, end_stream=True)
+        self.writer.write(self.conn.data_to_send())
+        self.received[stream_id] = b""
+        if acknowledge:
+            self.acknowledging.add(stream_id)
+        return stream_id
+
+    def acknowledge(self, stream_id: int) -> None:
+        """From now on, and for what it already got, give ``stream_id`` its window back."""
+        self.acknowledging.add(stream_id)
+        self.conn.acknowledge_received_data(len(self.received[stream_id]), stream_id)
+        self.writer.write(self.conn.data_to_send())
+
+    async def read_until(self, condition: Callable[[], bool]) -> None:
+        async def read() -> None:
+            while not condition():
+                chunk = await self.reader.read(65536)
+                assert chunk, "the server closed the connection"
+                for event in self.conn.receive_data(chunk):
+                    if isinstance(event, DataReceived):
+                        self.received[event.stream_id] += event.data
+                        if event.stream_id in self.acknowledging:
+                            self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                        else:  # the connection's window only: the stream's stays closed
+                            self.conn.increment_flow_control_window(event.flow_controlled_length)
+                self.writer.write(self.conn.data_to_send())
+
+        await asyncio.wait_for(read(), WAIT)
+
+    def messages(self, stream_id: int) -> list[str]:
+        return [e.data for e in EventParser().feed(self.received[stream_id]) if e.has_data]
+
+    async def close(self) -> None:
+        self.conn.close_connection()
+        self.writer.write(self.conn.data_to_send())
+        self.writer.close()
+
+
 async def test_a_stream_nobody_reads_does_not_stall_the_others_on_its_connection(
-    h2: httpx.AsyncClient, kafka: Kafka, route: Any
+    tls_gateway: tuple[Gateway, Path], h2: httpx.AsyncClient, kafka: Kafka, route: Any
 ) -> None:
+    server, cert = tls_gateway
     topic = kafka.topic()
     path = f"/h2slow/{uuid.uuid4().hex[:8]}"
-    # Far more than the default HTTP/2 stream window (64 KiB): the unread stream's window fills.
     route(path=path, topic=topic, heartbeat_seconds=QUIET, max_pending_bytes=8 * 1024 * 1024)
     payload = "x" * 1000
-    async with open_stream(h2, path) as slow, open_stream(h2, path) as fast:
-        await slow.started()
-        await fast.started()
-        for n in range(300):
+
+    def produce(numbers: range) -> list[str]:
+        for n in numbers:
             kafka.produce(topic, f"{n:03d}{payload}", key="k", flush=False)
         kafka.flush()
-        await fast.read_messages(300)  # while ``slow`` is not read at all
-        assert [e.data[:3] for e in fast.messages] == [f"{n:03d}" for n in range(300)]
-        # The slow stream was held back by its own window, and gets everything once it reads.
-        assert [e.data[:3] for e in await slow.read_messages(300)] == [f"{n:03d}" for n in range(300)]
-    assert connections(h2) == 1
+        return [f"{n:03d}{payload}" for n in numbers]
+
+    client = await RawH2.connect(server.url, cert)
+    try:
+        assert client.alpn == "h2"
+        slow, fast = client.get(path, acknowledge=False), client.get(path, acknowledge=True)
+        await client.read_until(lambda: all(b"retry: " in client.received[s] for s in (slow, fast)))
+        sent = produce(range(300))  # ~300 KB: far past the slow stream's 64 KiB window
+        await client.read_until(lambda: len(client.messages(fast)) >= 300)
+        sent += produce(range(300, 400))
+        await client.read_until(lambda: len(client.messages(fast)) >= 400)
+        assert client.messages(fast) == sent
+        assert len(client.received[slow]) < 70_000  # held at its window
+        # The server saw that stream's window close (not the connection's) and stopped pushing to it.
+        assert (await metrics_read(h2, topic))["sluice_slow_clients_deferred_total"] >= 1
+        client.acknowledge(slow)  # it starts reading: it catches up, in order, nothing lost
+        await client.read_until(lambda: len(client.messages(slow)) >= 400)
+        assert client.messages(slow) == sent
+    finally:
+        await client.close()
 
 
 async def test_challenge_and_challenge_response_on_one_h2_connection(
