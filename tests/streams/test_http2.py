@@ -15,7 +15,7 @@ import httpx
 import pytest
 from h2.config import H2Configuration
 from h2.connection import H2Connection
-from h2.events import DataReceived
+from h2.events import DataReceived, StreamReset
 
 from tests.conftest import Gateway, Kafka, UpstreamServer
 from tests.guards.test_admission_wire import bearer, challenge_response, guard  # noqa: F401 (fixture)
@@ -108,6 +108,7 @@ class RawH2:
         self.reader, self.writer = reader, writer
         self.conn = H2Connection(H2Configuration(client_side=True))
         self.received: dict[int, bytes] = {}
+        self.reset: set[int] = set()
         self.acknowledging: set[int] = set()
         self.alpn = writer.get_extra_info("ssl_object").selected_alpn_protocol()
 
@@ -150,6 +151,8 @@ class RawH2:
                             self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
                         else:  # the connection's window only: the stream's stays closed
                             self.conn.increment_flow_control_window(event.flow_controlled_length)
+                    elif isinstance(event, StreamReset):
+                        self.reset.add(event.stream_id)
                 self.writer.write(self.conn.data_to_send())
 
         await asyncio.wait_for(read(), WAIT)
@@ -194,6 +197,35 @@ async def test_a_stream_nobody_reads_does_not_stall_the_others_on_its_connection
         client.acknowledge(slow)  # it starts reading: it catches up, in order, nothing lost
         await client.read_until(lambda: len(client.messages(slow)) >= 400)
         assert client.messages(slow) == sent
+    finally:
+        await client.close()
+
+
+async def test_a_proxy_client_past_its_bound_is_reset_and_its_connection_goes_on(
+    tls_gateway: tuple[Gateway, Path], h2: httpx.AsyncClient, route: Any, upstream_sse: UpstreamServer
+) -> None:
+    server, cert = tls_gateway
+    path = f"/h2proxyslow/{uuid.uuid4().hex[:8]}"
+    upstream = f"{upstream_sse.url}/events"
+    route(path=path, kind="sse-proxy", upstream=upstream, topic="", heartbeat_seconds=QUIET, max_pending_bytes=131072)
+    client = await RawH2.connect(server.url, cert)
+    try:
+        slow, fast = client.get(path, acknowledge=False), client.get(path, acknowledge=True)
+        await client.read_until(lambda: all(b"retry: " in client.received[s] for s in (slow, fast)))
+        published = 0
+        # Rounds of some 60 KB: the reader keeps up with each, the stream held at its window falls
+        # further behind with each, until it is past max_pending_bytes and reset (RST_STREAM).
+        for _ in range(20):
+            published = upstream_sse.publish(2000)
+            last = b"data: event %d\n" % published
+            await client.read_until(lambda last=last: last in client.received[fast])
+            if slow in client.reset:
+                break
+        assert slow in client.reset
+        assert fast not in client.reset
+        assert len(client.received[slow]) < 70_000
+        assert [m.split("\n")[0] for m in client.messages(fast)] == [f"event {n}" for n in range(1, published + 1)]
+        assert (await metrics_read(h2))["sluice_proxy_slow_clients_cut_total"] >= 1
     finally:
         await client.close()
 
