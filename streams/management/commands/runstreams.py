@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import shutil
 import sys
 import tempfile
 from typing import Any
@@ -17,6 +18,7 @@ logger = logging.getLogger("sluice.runstreams")
 
 
 class Command(BaseCommand):
+    _self_signed_dir: str | None = None
     help = "Serve Sluice (streams, admin, pages) with daphne; start an embedded broker if no Kafka is set."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -169,7 +171,11 @@ class Command(BaseCommand):
             server.adopt_socket(options["listen_fd"])
         elif tls is not None:
             server.serve_tls(host, port, tls)
-        server.run()
+        try:
+            server.run()
+        finally:
+            if self._self_signed_dir is not None:
+                shutil.rmtree(self._self_signed_dir, ignore_errors=True)
 
     def _tls_options(self, options: dict[str, Any]) -> Any:
         """TLS options (ALPN h2, http/1.1) from --tls-cert/--tls-key or --self-signed; None for plain HTTP."""
@@ -177,7 +183,8 @@ class Command(BaseCommand):
 
         cert, key = options["tls_cert"], options["tls_key"]
         if options["self_signed"]:
-            cert, key = self_signed_write(tempfile.mkdtemp(prefix="sluice-tls-"))
+            self._self_signed_dir = tempfile.mkdtemp(prefix="sluice-tls-")  # removed when the server stops
+            cert, key = self_signed_write(self._self_signed_dir)
             self.stdout.write(f"Self-signed certificate for localhost: {cert} (trust it with curl --cacert {cert})")
         if not cert:
             return None
