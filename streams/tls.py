@@ -19,20 +19,17 @@ def tls_options(cert_file: str | Path, key_file: str | Path) -> Any:
     """
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
-    from OpenSSL import crypto
     from twisted.internet import ssl
 
-    chain = [
-        crypto.X509.from_cryptography(x509.load_pem_x509_certificate(block))
-        for block in _PEM_CERTIFICATE.findall(Path(cert_file).read_bytes())
-    ]
+    chain = [x509.load_pem_x509_certificate(block) for block in _PEM_CERTIFICATE.findall(Path(cert_file).read_bytes())]
     if not chain:
         raise ValueError(f"{cert_file} holds no PEM certificate")
     key = serialization.load_pem_private_key(Path(key_file).read_bytes(), password=None)
+    # cryptography objects, not pyOpenSSL's (deprecated there); Twisted hands them to pyOpenSSL as they are.
     return ssl.CertificateOptions(
-        privateKey=crypto.PKey.from_cryptography_key(key),  # type: ignore[arg-type]
-        certificate=chain[0],
-        extraCertChain=chain[1:],
+        privateKey=key,  # type: ignore[arg-type]
+        certificate=chain[0],  # type: ignore[arg-type]
+        extraCertChain=chain[1:],  # type: ignore[arg-type]
         acceptableProtocols=ALPN_PROTOCOLS,
     )
 

@@ -281,3 +281,29 @@ async def test_a_stream_ending_on_an_h2_connection_leaves_the_others_open(
         kafka.produce(topic, "still here", key="k")
         assert await staying.read_data("still here") == ["still here"]
     assert connections(h2) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--self-signed", "--tls-cert", "c.pem", "--tls-key", "k.pem"], "not both"),
+        (["--self-signed", "--workers", "2"], "plain HTTP only"),
+    ],
+)
+def test_self_signed_refuses_what_it_cannot_do(args: list[str], message: str) -> None:
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=message):
+        call_command("runstreams", *args)
+
+
+def test_tls_options_offer_h2_first(tmp_path: Path) -> None:
+    from streams.tls import ALPN_PROTOCOLS, self_signed_write, tls_options
+
+    cert, key = self_signed_write(tmp_path)
+    assert ALPN_PROTOCOLS == [b"h2", b"http/1.1"]
+    assert tls_options(cert, key).getContext() is not None
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    (tmp_path / "empty.pem").write_text("")
+    with pytest.raises(ValueError, match="no PEM certificate"):
+        tls_options(tmp_path / "empty.pem", key)
