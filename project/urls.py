@@ -16,6 +16,7 @@ handler404 = not_found
 
 urlpatterns = [
     path("", views.index, name="index"),
+    path("viewer/", views.viewer, name="viewer"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", views.metrics, name="metrics"),
     path("asyncapi.json", views.asyncapi, name="asyncapi"),

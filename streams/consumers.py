@@ -1,8 +1,10 @@
-"""The stream app: a thin ASGI layer between an HTTP request and the topic hub.
+"""The stream app: a thin ASGI layer between an HTTP request and the topic hub (or an upstream).
 
 Parse the request, find the route, resolve its topic and filters, ask the hub
 for a start position, write the response head, subscribe, and unsubscribe in
-``finally`` however the stream ends.
+``finally`` however the stream ends. ``sse-proxy`` routes join a shared
+upstream connection (``streams.proxy``) instead of a hub; ``OPTIONS`` and the
+CORS headers of every answer come from the route (``streams.cors``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from urllib.parse import parse_qs
 from guards.verification import Principal
 
 from .admission import client_address, stream_admit
+from .cors import cors_headers, is_preflight, preflight_headers
 from .errors import (
     InvalidLastEventId,
     InvalidParameter,
@@ -28,15 +31,18 @@ from .errors import (
     ReauthorizationUnavailable,
     StreamError,
     UnknownTopic,
+    UpstreamNotAvailable,
+    UpstreamRefused,
 )
 from .hub import PositionError, StartPlan, Subscriber, TopicHub
 from .ids import MAX_EVENT_ID_BYTES, EventId, EventIdError, event_id_parse
 from .kafka import KafkaUnavailable, TopicNotFound
 from .metrics import admission_refusals, challenges_answered, challenges_sent
+from .proxy import ProxySubscriber, Upstream, UpstreamError, heartbeats_write
 from .reauthorization import CHALLENGE_CONTENT_TYPE, CHALLENGE_FRAME, NotPublished, StreamDeadline
 from .reconfiguration import OpenStream
 from .routing import RouteSpec
-from .runtime import config_bus, hub_registry, reauthorization_bus
+from .runtime import config_bus, hub_registry, proxy_registry, reauthorization_bus
 from .selectors import route_table, topic_settings_async
 from .sinks import FlowSink, QueueSink, Sink
 from .sse import CONTENT_TYPE
@@ -52,6 +58,12 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 STREAM_METHODS = ("GET", "HEAD")
 # A guarded route also takes the challenge response (SPEC 4.3).
 GUARDED_METHODS = (*STREAM_METHODS, "POST")
+SSE_PROXY = "sse-proxy"
+STREAM_HEADERS = [
+    (b"content-type", CONTENT_TYPE),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
 
 
 class StreamRouter:
@@ -71,19 +83,30 @@ class StreamRouter:
         await self.fallback(scope, receive, send)
 
 
-def last_event_id_read(scope: Scope, query: dict[str, list[str]]) -> EventId | None:
-    """``Last-Event-ID`` header, else the ``lastEventId`` query parameter (SPEC 1)."""
+def last_event_id_raw(scope: Scope, query: dict[str, list[str]]) -> str | None:
+    """``Last-Event-ID`` header, else the ``lastEventId`` query parameter (SPEC 1), as text; None if empty."""
     raw: str | None = None
     for name, value in scope.get("headers", []):
         if name == b"last-event-id" and value:
             if len(value) > MAX_EVENT_ID_BYTES:
                 raise InvalidLastEventId(f"Last-Event-ID is longer than {MAX_EVENT_ID_BYTES} bytes")
-            raw = value.decode("latin-1")
+            raw = value.decode("utf-8", "replace")
             break
     # An empty header (a client with no id yet) falls back to the query parameter.
     if raw is None and "lastEventId" in query:
         raw = query["lastEventId"][0]
-    if raw is None or raw == "":
+        if len(raw.encode("utf-8")) > MAX_EVENT_ID_BYTES:
+            raise InvalidLastEventId(f"lastEventId is longer than {MAX_EVENT_ID_BYTES} bytes")
+    if raw is not None and any(c in raw for c in "\r\n\x00"):
+        # No id holds these (SPEC 1), and a proxy route would pass it on as a header.
+        raise InvalidLastEventId("a last event id cannot hold CR, LF or NUL")
+    return raw or None
+
+
+def last_event_id_read(scope: Scope, query: dict[str, list[str]]) -> EventId | None:
+    """The last event id of a Kafka route, parsed (SPEC 2.2)."""
+    raw = last_event_id_raw(scope, query)
+    if raw is None:
         return None
     try:
         return event_id_parse(raw)
@@ -143,6 +166,19 @@ def refusal_reason(error: StreamError) -> str:
     return getattr(error, "reason", None) or error.code
 
 
+def send_with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    """``send``, adding ``extra`` to the response head (the route's CORS headers on every answer)."""
+    if not extra:
+        return send
+
+    async def sending(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return sending
+
+
 async def send_error(send: Send, error: StreamError) -> None:
     body = error.body()
     headers = [
@@ -163,10 +199,18 @@ class StreamConsumer:
         self.params = params
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] == "POST" and self.route.guard is not None and content_type(scope) == CHALLENGE_CONTENT_TYPE:
+        route = self.route
+        if scope["method"] == "OPTIONS":
+            await self._options(scope, send)
+            return
+        send = send_with_headers(send, cors_headers(scope, route.allow_origins, route.allow_credentials))
+        if scope["method"] == "POST" and route.guard is not None and content_type(scope) == CHALLENGE_CONTENT_TYPE:
             await self._reauthorize(scope, send)
             return
         started = time.monotonic()
+        if route.kind == SSE_PROXY:
+            await self._proxy(scope, receive, send)
+            return
         try:
             hub, plan, subscriber_args, principal = await self._prepare(scope)
         except StreamError as error:
@@ -210,17 +254,7 @@ class StreamConsumer:
         started: float,
     ) -> None:
         route = self.route
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", CONTENT_TYPE),
-                    (b"cache-control", b"no-cache"),
-                    (b"x-accel-buffering", b"no"),
-                ],
-            }
-        )
+        await send({"type": "http.response.start", "status": 200, "headers": STREAM_HEADERS})
         if scope["method"] == "HEAD":
             await send({"type": "http.response.body", "body": b""})
             return
@@ -240,7 +274,7 @@ class StreamConsumer:
         if deadline is not None:
             deadline.start(on_challenge=lambda: self._challenge(sub), on_expire=lambda: self._expire(hub, sub))
         try:
-            disconnected = await self._wait_until_over(receive, sub)
+            disconnected = await self._wait_until_over(receive, sub.closed)
         finally:
             open_streams.remove(open_stream)
             if deadline is not None:
@@ -253,6 +287,122 @@ class StreamConsumer:
             if isinstance(sink, QueueSink):
                 await sink.close()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _methods(self) -> tuple[str, ...]:
+        return GUARDED_METHODS if self.route.guard is not None else STREAM_METHODS
+
+    def _method_check(self, scope: Scope) -> None:
+        if scope["method"] not in STREAM_METHODS:
+            raise MethodNotAllowed(
+                f"{scope['method']} is not allowed on a stream",
+                headers=[(b"allow", ", ".join(self._methods()).encode())],
+            )
+
+    async def _options(self, scope: Scope, send: Send) -> None:
+        """A CORS preflight for the stream GET or the challenge-response POST; else the allowed methods."""
+        route = self.route
+        if is_preflight(scope):
+            try:
+                headers = preflight_headers(scope, route.allow_origins, route.allow_credentials, self._methods())
+            except StreamError as error:
+                await send_error(send, error)
+                return
+        else:
+            headers = [(b"allow", ", ".join((*self._methods(), "OPTIONS")).encode())]
+        await send({"type": "http.response.start", "status": 204, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def _proxy(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """An ``sse-proxy`` route: admit, join (or open) the upstream, relay until either side ends (SPEC 3)."""
+        route = self.route
+        try:
+            self._method_check(scope)
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+            principal = await stream_admit(route, scope, query)
+            last = last_event_id_raw(scope, query)
+            if scope["method"] == "HEAD":
+                await send({"type": "http.response.start", "status": 200, "headers": STREAM_HEADERS})
+                await send({"type": "http.response.body", "body": b""})
+                return
+            try:
+                upstream, sub = await proxy_registry().subscribe(
+                    route.upstream, last, retry_ms=route.retry_ms, limit=route.max_pending_bytes
+                )
+            except UpstreamError as exc:
+                logger.warning("proxy stream on %s refused: %s", route.pattern.source, exc.detail)
+                if exc.refused and exc.status is not None:
+                    raise UpstreamRefused(exc.detail, upstream_status=exc.status) from exc
+                raise UpstreamNotAvailable(
+                    exc.detail, upstream_status=exc.status, headers=[(b"retry-after", b"5")]
+                ) from exc
+        except StreamError as error:
+            await send_error(send, error)
+            return
+        deadline = self._deadline(principal)
+        if deadline is None:
+            await self._relay(scope, receive, send, upstream, sub, None)
+            return
+        bus = reauthorization_bus()
+        try:
+            await bus.stream_open(deadline)
+        except BaseException:
+            upstream.unsubscribe(sub)
+            raise
+        try:
+            await self._relay(scope, receive, send, upstream, sub, deadline)
+        finally:
+            bus.stream_close(deadline)
+
+    async def _relay(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        upstream: Upstream,
+        sub: ProxySubscriber,
+        deadline: StreamDeadline | None,
+    ) -> None:
+        route = self.route
+        flow = scope.get("extensions", {}).get("sluice.flow")
+        disconnected = False
+        beats: asyncio.Task[None] | None = None
+        sink: Sink | None = None
+        open_stream: OpenStream | None = None
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": STREAM_HEADERS})
+            sink = FlowSink(flow, route.max_pending_bytes) if flow else QueueSink(send, route.max_pending_bytes)
+            upstream.attach(sub, sink)
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+            open_stream = OpenStream(route, scope, query, end=lambda reason: self._proxy_end(upstream, sub, reason))
+            config_bus().streams.add(open_stream)
+            beats = asyncio.ensure_future(heartbeats_write(upstream, sub, route.heartbeat_seconds))
+            if deadline is not None:
+
+                def challenge() -> None:
+                    if not sub.closed.done() and not sub.write(CHALLENGE_FRAME):
+                        upstream.cut(sub)
+
+                deadline.start(on_challenge=challenge, on_expire=lambda: self._proxy_end(upstream, sub, "expired"))
+            disconnected = await self._wait_until_over(receive, sub.closed)
+        finally:
+            if open_stream is not None:
+                config_bus().streams.remove(open_stream)
+            if deadline is not None:
+                deadline.cancel()
+            if beats is not None:
+                beats.cancel()
+            upstream.unsubscribe(sub)
+            if flow is not None:
+                flow.release()
+        if not disconnected and sub.close_reason != "slow":
+            if isinstance(sink, QueueSink):
+                await sink.close()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    @staticmethod
+    def _proxy_end(upstream: Upstream, sub: ProxySubscriber, reason: str) -> None:
+        upstream.unsubscribe(sub)
+        sub.end(reason)
 
     async def _reauthorize(self, scope: Scope, send: Send) -> None:
         """The challenge response: a valid token for this route moves its holder's deadlines (SPEC 4.3)."""
@@ -300,12 +450,7 @@ class StreamConsumer:
     async def _prepare(self, scope: Scope) -> tuple[TopicHub, StartPlan, dict[str, Any], Principal | None]:
         """Everything that can refuse the request, before the response starts; the admitted principal, if any."""
         route = self.route
-        if scope["method"] not in STREAM_METHODS:
-            allowed = GUARDED_METHODS if route.guard is not None else STREAM_METHODS
-            raise MethodNotAllowed(
-                f"{scope['method']} is not allowed on a stream",
-                headers=[(b"allow", ", ".join(allowed).encode())],
-            )
+        self._method_check(scope)
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         principal = await stream_admit(route, scope, query)
         last = last_event_id_read(scope, query)
@@ -344,8 +489,8 @@ class StreamConsumer:
         return hub, plan, subscriber_args, principal
 
     @staticmethod
-    async def _wait_until_over(receive: Receive, sub: Subscriber) -> bool:
-        """Wait for the client to leave or the hub to end the stream; True if the client left."""
+    async def _wait_until_over(receive: Receive, closed: asyncio.Future[str]) -> bool:
+        """Wait for the client to leave or the hub (or upstream) to end the stream; True if the client left."""
 
         async def client_gone() -> None:
             while (await receive())["type"] != "http.disconnect":
@@ -353,8 +498,8 @@ class StreamConsumer:
 
         gone = asyncio.ensure_future(client_gone())
         try:
-            waiters: list[asyncio.Future[Any]] = [gone, sub.closed]
+            waiters: list[asyncio.Future[Any]] = [gone, closed]
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
-        return not sub.closed.done()
+        return not closed.done()

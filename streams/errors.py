@@ -19,10 +19,15 @@ class StreamError(Exception):
         self.headers = headers or []
         self.reason = reason
 
+    def fields(self) -> dict[str, object]:
+        """More members of the JSON body (a subclass names what it adds)."""
+        return {}
+
     def body(self) -> bytes:
         document: dict[str, object] = {"error": self.code, "status": self.status, "detail": self.detail}
         if self.reason is not None:
             document["reason"] = self.reason
+        document.update(self.fields())
         return json.dumps(document).encode("utf-8")
 
 
@@ -86,3 +91,40 @@ class ReauthorizationUnavailable(StreamError):
 
     status = 503
     code = "reauthorization_unavailable"
+
+
+class UpstreamRefused(StreamError):
+    """An ``sse-proxy`` route whose upstream refused to open (4xx or not an event stream, SPEC 3)."""
+
+    status = 502
+    code = "upstream_refused"
+
+    def __init__(self, detail: str, *, upstream_status: int, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        super().__init__(detail, headers=headers)
+        self.upstream_status = upstream_status
+
+    def fields(self) -> dict[str, object]:
+        return {"upstream_status": self.upstream_status}
+
+
+class UpstreamNotAvailable(StreamError):
+    """An ``sse-proxy`` route whose upstream did not answer, or answered 5xx, at open."""
+
+    status = 502
+    code = "upstream_unavailable"
+
+    def __init__(
+        self, detail: str, *, upstream_status: int | None = None, headers: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
+        super().__init__(detail, headers=headers)
+        self.upstream_status = upstream_status
+
+    def fields(self) -> dict[str, object]:
+        return {"upstream_status": self.upstream_status} if self.upstream_status is not None else {}
+
+
+class OriginNotAllowed(StreamError):
+    """A CORS preflight from an origin (or for a method) the route does not allow."""
+
+    status = 403
+    code = "origin_not_allowed"

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, disable_created_metric
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .runtime import hub_registry_if_started
+from .runtime import hub_registry_if_started, proxy_registry_if_started
 
 if TYPE_CHECKING:
     from .hub import HubRegistry, TopicHub
@@ -164,4 +164,21 @@ def metrics_text() -> bytes:
     return generate_latest(stream_metrics)
 
 
+class ProxyCollector(Collector):
+    """The upstream connections of ``sse-proxy`` routes in this process, read at scrape time."""
+
+    def collect(self) -> Iterator[Metric]:
+        proxies = proxy_registry_if_started()
+        upstreams = GaugeMetricFamily("sluice_proxy_upstreams", "Open upstream connections of sse-proxy routes.")
+        upstreams.add_metric([], len(proxies.upstreams) if proxies else 0)
+        subscribers = GaugeMetricFamily("sluice_proxy_subscribers", "Open streams on sse-proxy routes.")
+        subscribers.add_metric([], proxies.subscribers if proxies else 0)
+        reconnects = CounterMetricFamily("sluice_proxy_reconnects", "Upstreams re-opened after a failure.")
+        reconnects.add_metric([], proxies.reconnects if proxies else 0)
+        cut = CounterMetricFamily("sluice_proxy_slow_clients_cut", "Proxy clients cut for exceeding max_pending_bytes.")
+        cut.add_metric([], proxies.cut_slow if proxies else 0)
+        yield from (upstreams, subscribers, reconnects, cut)
+
+
 stream_metrics.register(HubCollector(hub_registry_if_started))
+stream_metrics.register(ProxyCollector())

@@ -7,6 +7,7 @@ from django.conf import settings
 
 from .hub import HubRegistry
 from .kafka import KafkaAccess
+from .proxy import UpstreamRegistry
 from .reauthorization import DeadlineRegistry, ReauthorizationBus
 from .reconfiguration import ConfigBus, OpenStreams
 
@@ -80,3 +81,18 @@ def runtime_stop() -> None:
     if _config_bus is not None:
         _config_bus.stop()
         _config_bus = None
+
+
+_proxies: UpstreamRegistry | None = None
+
+
+def proxy_registry() -> UpstreamRegistry:
+    """This process's upstream SSE connections (``sse-proxy`` routes), shared between clients."""
+    global _proxies
+    if _proxies is None:
+        _proxies = UpstreamRegistry()
+    return _proxies
+
+
+def proxy_registry_if_started() -> UpstreamRegistry | None:
+    return _proxies

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -13,7 +14,7 @@ from guards.policy import GuardPolicy, PolicyError
 
 from .cache import CacheLimits
 from .models import Route, Schema, Topic
-from .patterns import pattern_compile
+from .patterns import PatternError, pattern_compile
 from .routing import FilterSpec, RouteSpec, RouteTable
 from .schemas import SchemaCheck, SchemaUnavailable, registry_schemas, schema_reject_all, schema_validator_compile
 from .templating import template_compile
@@ -131,3 +132,49 @@ def topic_settings(name: str) -> tuple[CacheLimits, SchemaCheck | None]:
 
 topic_limits_async = database_sync_to_async(topic_limits)
 topic_settings_async = database_sync_to_async(topic_settings)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteListing:
+    """What the pages show of a route a visitor may open."""
+
+    id: int
+    path: str
+    kind: str
+    guarded: bool
+    description: str
+    params: tuple[str, ...]
+    wildcard: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "path": self.path,
+            "kind": self.kind,
+            "guarded": self.guarded,
+            "description": self.description,
+            "params": list(self.params),
+            "wildcard": self.wildcard,
+        }
+
+
+def route_listing() -> list[RouteListing]:
+    """Enabled routes in match order, with their path parameters (for the landing page and the viewer)."""
+    listing = []
+    for route in Route.objects.filter(enabled=True).order_by("order", "path"):
+        try:
+            params = pattern_compile(route.path).params
+        except PatternError:
+            continue  # not servable either
+        listing.append(
+            RouteListing(
+                id=route.pk,
+                path=route.path,
+                kind=route.kind,
+                guarded=route.guard_id is not None,
+                description=route.description or route.topic or route.upstream,
+                params=params,
+                wildcard="*" in route.path,
+            )
+        )
+    return listing

@@ -110,15 +110,33 @@ class FlowServer(Server):
     """
 
     _adopted_fd: int | None = None
+    _tls: tuple[str, int, Any] | None = None
 
     def adopt_socket(self, fd: int) -> None:
         self._adopted_fd = fd
         self.endpoints: list[str] = []
 
+    def serve_tls(self, interface: str, port: int, options: Any) -> None:
+        """Serve HTTPS on ``interface:port`` with Twisted TLS ``options`` (see ``streams.tls``: ALPN offers h2)."""
+        self._tls = (interface, port, options)
+        self.endpoints = []
+
     def run(self) -> None:
         if self._adopted_fd is not None:
             reactor.callWhenRunning(self._adopt)
+        if self._tls is not None:
+            reactor.callWhenRunning(self._listen_tls)
         super().run()
+
+    def _listen_tls(self) -> None:
+        from twisted.internet.endpoints import SSL4ServerEndpoint
+
+        assert self._tls is not None
+        interface, port, options = self._tls
+        listening = SSL4ServerEndpoint(reactor, port, options, interface=interface).listen(self.http_factory)
+        listening.addCallback(self.listen_success)
+        listening.addErrback(self.listen_error)
+        self.listeners.append(listening)
 
     def _adopt(self) -> None:
         assert self._adopted_fd is not None

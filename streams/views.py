@@ -11,6 +11,7 @@ from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from .metrics import metrics_text
 from .models import Route
 from .runtime import hub_registry_if_started
+from .selectors import route_listing
 
 
 def index(request: HttpRequest) -> HttpResponse:
@@ -22,6 +23,23 @@ def index(request: HttpRequest) -> HttpResponse:
 def asyncapi(request: HttpRequest) -> JsonResponse:
     """AsyncAPI 3.0 of every enabled route (SPEC 7), built in :mod:`streams.asyncapi`."""
     return JsonResponse(asyncapi_document(base_url=request.build_absolute_uri("/")))
+
+
+def viewer(request: HttpRequest) -> HttpResponse:
+    """Stream viewer: pick a route, fill its path parameters, watch its events, pause and resume."""
+    routes = route_listing()
+    chosen = request.GET.get("route", "")
+    selected = next((r.id for r in routes if str(r.id) == chosen), routes[0].id if routes else None)
+    return render(
+        request,
+        "streams/viewer.html",
+        {
+            "routes": routes,
+            "routes_data": [r.as_dict() for r in routes],
+            "selected": selected,
+            "dev_issuer": settings.SLUICE["DEV_ISSUER"],
+        },
+    )
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -263,3 +263,70 @@ def admin_client_logged_in(db: None) -> Any:
     client = Client()
     client.force_login(user)
     return client
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class UpstreamServer:
+    """``tests/upstream.py`` (an aiohttp SSE server) in a subprocess, on a port kept across restarts."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+
+    def start(self, published: int = 0, timeout: float = 30.0) -> UpstreamServer:
+        self.process = subprocess.Popen(
+            [sys.executable, "-u", "-m", "tests.upstream", "--port", str(self.port), "--published", str(published)],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.process is not None
+            assert self.process.stdout is not None
+            for line in self.process.stdout:
+                self.output.append(line)
+                if line.startswith("ready"):
+                    ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(timeout):
+            self.stop()
+            raise RuntimeError("upstream did not start:\n" + "".join(self.output))
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process is not None:
+            process_stop(self.process, timeout=15, sig=sig)
+        self.process = None
+
+    def publish(self, count: int) -> int:
+        import httpx
+
+        return int(httpx.post(f"{self.url}/publish", params={"count": count}, timeout=10).json()["published"])
+
+    def log(self) -> list[str | None]:
+        import httpx
+
+        return list(httpx.get(f"{self.url}/log", timeout=10).json())
+
+
+@pytest.fixture
+def upstream_sse() -> Iterator[UpstreamServer]:
+    """A running upstream SSE server for this test (see ``tests/upstream.py``)."""
+    server = UpstreamServer().start()
+    yield server
+    server.stop()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, cast
 
@@ -17,6 +19,7 @@ logger = logging.getLogger("sluice.runstreams")
 
 
 class Command(BaseCommand):
+    _self_signed_dir: str | None = None
     help = "Serve Sluice (streams, admin, pages) with daphne; start an embedded broker if no Kafka is set."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -24,6 +27,11 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="Port to listen on (0: any free port).")
         parser.add_argument("--tls-cert", help="PEM certificate: serve HTTPS (HTTP/2 where the client offers it).")
         parser.add_argument("--tls-key", help="PEM private key for --tls-cert.")
+        parser.add_argument(
+            "--self-signed",
+            action="store_true",
+            help="Serve HTTPS (and HTTP/2) with a certificate generated now for localhost (demos and tests).",
+        )
         parser.add_argument(
             "--demo", action="store_true", help="Migrate, create a demo admin, topic, route and live data."
         )
@@ -40,7 +48,9 @@ class Command(BaseCommand):
             raise CommandError("--tls-cert and --tls-key go together")
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
-        if options["workers"] > 1 and options["tls_cert"]:
+        if options["self_signed"] and options["tls_cert"]:
+            raise CommandError("--self-signed makes its own certificate: give it or --tls-cert/--tls-key, not both")
+        if options["workers"] > 1 and (options["tls_cert"] or options["self_signed"]):
             raise CommandError("--workers above 1 serves plain HTTP only; terminate TLS in front, or use one worker")
         broker: EmbeddedBroker | None = None
         producer = None
@@ -153,14 +163,9 @@ class Command(BaseCommand):
 
         host, port = options["host"], options["port"]
         interface = host.replace(":", r"\:")
-        if options["tls_cert"]:
-            endpoint = (
-                f"ssl:port={port}:interface={interface}:privateKey={options['tls_key']}:certKey={options['tls_cert']}"
-            )
-            scheme = "https"
-        else:
-            endpoint = f"tcp:port={port}:interface={interface}"
-            scheme = "http"
+        tls = self._tls_options(options)
+        scheme = "https" if tls is not None else "http"
+        endpoint = f"tcp:port={port}:interface={interface}"
         stdout = self.stdout
 
         class AnnouncingServer(FlowServer):
@@ -181,9 +186,31 @@ class Command(BaseCommand):
         )
         if options["listen_fd"] is not None:
             server.adopt_socket(options["listen_fd"])
-        # While the loop still runs: the re-authorization listener is a task on it.
+        elif tls is not None:
+            server.serve_tls(host, port, tls)
+        # While the loop still runs: the re-authorization and configuration listeners are tasks on it.
         cast(Any, reactor).addSystemEventTrigger("before", "shutdown", runtime_stop)
-        server.run()
+        try:
+            server.run()
+        finally:
+            if self._self_signed_dir is not None:
+                shutil.rmtree(self._self_signed_dir, ignore_errors=True)
+
+    def _tls_options(self, options: dict[str, Any]) -> Any:
+        """TLS options (ALPN h2, http/1.1) from --tls-cert/--tls-key or --self-signed; None for plain HTTP."""
+        from streams.tls import self_signed_write, tls_options
+
+        cert, key = options["tls_cert"], options["tls_key"]
+        if options["self_signed"]:
+            self._self_signed_dir = tempfile.mkdtemp(prefix="sluice-tls-")  # removed when the server stops
+            cert, key = self_signed_write(self._self_signed_dir)
+            self.stdout.write(f"Self-signed certificate for localhost: {cert} (trust it with curl --cacert {cert})")
+        if not cert:
+            return None
+        try:
+            return tls_options(cert, key)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"cannot use {cert} / {key}: {exc}") from exc
 
 
 def argparse_hidden() -> str:
