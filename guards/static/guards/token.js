@@ -52,6 +52,9 @@
     status("challenge answered");
   }
 
+  // A page that brings its own token source (its identity provider's SDK, say) sets
+  // window.sluiceToken before this script; it is left alone.
+  if (window.sluiceToken) return;
   window.sluiceToken = {
     current: () => (current ? current.access_token : null),
     expiresAt: () => (current ? current.expires_at : null),
