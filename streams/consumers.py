@@ -326,7 +326,7 @@ class StreamConsumer:
                 return
             try:
                 upstream, sub = await proxy_registry().subscribe(
-                    route.upstream, last, retry_ms=route.retry_ms, limit=route.max_pending_bytes
+                    route.upstream, last, retry_ms=route.retry_ms, limit=route.max_pending_bytes, schema=route.schema
                 )
             except UpstreamError as exc:
                 logger.warning("proxy stream on %s refused: %s", route.pattern.source, exc.detail)

@@ -177,7 +177,11 @@ class ProxyCollector(Collector):
         reconnects.add_metric([], proxies.reconnects if proxies else 0)
         cut = CounterMetricFamily("sluice_proxy_slow_clients_cut", "Proxy clients cut for exceeding max_pending_bytes.")
         cut.add_metric([], proxies.cut_slow if proxies else 0)
-        yield from (upstreams, subscribers, reconnects, cut)
+        rejected = CounterMetricFamily(
+            "sluice_proxy_schema_rejected", "Upstream events not sent: their data does not match the route's schema."
+        )
+        rejected.add_metric([], proxies.schema_rejected if proxies else 0)
+        yield from (upstreams, subscribers, reconnects, cut, rejected)
 
 
 stream_metrics.register(HubCollector(hub_registry_if_started))

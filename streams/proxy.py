@@ -23,6 +23,7 @@ import httpx
 from httpx_sse import EventSource, SSEError
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # not re-exported; the version is pinned
 
+from .schemas import SchemaCheck
 from .sinks import Sink
 from .sse import HEARTBEAT, data_lines, field_sanitize
 
@@ -122,11 +123,12 @@ class ProxySubscriber:
     first on :meth:`Upstream.attach`.
     """
 
-    __slots__ = ("sink", "limit", "backlog", "backlog_bytes", "closed", "close_reason", "__weakref__")
+    __slots__ = ("sink", "limit", "schema", "backlog", "backlog_bytes", "closed", "close_reason", "__weakref__")
 
-    def __init__(self, first: bytes, limit: int) -> None:
+    def __init__(self, first: bytes, limit: int, schema: SchemaCheck | None = None) -> None:
         self.sink: Sink | None = None
         self.limit = limit
+        self.schema = schema  # the route's: events whose data does not validate are not sent (SPEC 3, 5)
         self.backlog = [first]
         self.backlog_bytes = len(first)
         self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -292,7 +294,29 @@ class Upstream:
             self.retry_ms = event.retry
         if event.data is not None:
             self.delivered += 1
-        self._write(event.frame())
+        frame = event.frame()
+        if event.data is None or not any(sub.schema is not None for sub in self.subscribers):
+            self._write(frame)
+            return
+        # One verdict per schema version for this event, whatever the number of clients.
+        verdicts: dict[str, bool] = {}
+        skipped = checkpoint_frame(event.id)
+        for sub in list(self.subscribers):
+            schema = sub.schema
+            valid = True
+            if schema is not None:
+                cached = verdicts.get(schema.key)
+                if cached is not None:
+                    valid = cached
+                else:
+                    valid = verdicts[schema.key] = schema.value_valid(event.data.encode("utf-8"))
+                    if not valid:
+                        self.registry.schema_rejected += 1
+                        schema.rejection_log(f"upstream {self.url} event id {event.id}")
+            data = frame if valid else skipped
+            # A skipped event still moves the client's last id past it (an id-only block).
+            if data and not sub.write(data):
+                self.cut(sub)
 
     def preamble(self, retry_ms: int) -> bytes:
         """What a new subscriber gets first: the reconnection delay, and the last id when joining mid-stream."""
@@ -300,6 +324,11 @@ class Upstream:
         if self.last_id:
             out += b"id: " + field_sanitize(self.last_id).encode("utf-8") + b"\n"
         return out + b"\n"
+
+
+def checkpoint_frame(event_id: str | None) -> bytes:
+    """An id-only block: a browser's ``lastEventId`` moves, no event is dispatched."""
+    return b"id: " + field_sanitize(event_id).encode("utf-8") + b"\n\n" if event_id is not None else b""
 
 
 class UpstreamRegistry:
@@ -311,6 +340,7 @@ class UpstreamRegistry:
         # Counters for /metrics (the upstreams come and go, these stay).
         self.cut_slow = 0
         self.reconnects = 0
+        self.schema_rejected = 0
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -320,7 +350,7 @@ class UpstreamRegistry:
         return self._client
 
     async def subscribe(
-        self, url: str, last_id: str | None, *, retry_ms: int, limit: int
+        self, url: str, last_id: str | None, *, retry_ms: int, limit: int, schema: SchemaCheck | None = None
     ) -> tuple[Upstream, ProxySubscriber]:
         """Join (or open) the upstream for ``url`` from ``last_id``; raises :class:`UpstreamError` if it refuses.
 
@@ -332,7 +362,7 @@ class UpstreamRegistry:
         if upstream is None or not upstream.joinable:
             upstream = Upstream(self.client, url, last_id, base_delay=retry_ms / 1000, registry=self)
             self.upstreams[key] = upstream
-        sub = ProxySubscriber(upstream.preamble(retry_ms), limit)
+        sub = ProxySubscriber(upstream.preamble(retry_ms), limit, schema)
         # Subscribed before the open finishes, so no event between the two is lost.
         upstream.subscribe(sub)
         try:

@@ -94,20 +94,16 @@ class SchemaCheck:
 
     def rejected_log(self, topic: str, record: Record, scope: str) -> None:
         """Log a skipped record with topic, partition and offset, at most once per interval per schema."""
+        self.rejection_log(f"{scope}: topic={topic} partition={record.partition} offset={record.offset}")
+
+    def rejection_log(self, where: str) -> None:
+        """Log one skipped value (``where`` says which), at most once per interval per schema."""
         now = time.monotonic()
         if now - self._last_log < LOG_INTERVAL_SECONDS:
             self._unlogged += 1
             return
         more = f" (and {self._unlogged} more since the last report)" if self._unlogged else ""
-        logger.warning(
-            "skipped a record that does not match schema %s (%s): topic=%s partition=%d offset=%d%s",
-            self.name,
-            scope,
-            topic,
-            record.partition,
-            record.offset,
-            more,
-        )
+        logger.warning("skipped a value that does not match schema %s (%s)%s", self.name, where, more)
         self._last_log = now
         self._unlogged = 0
 

@@ -300,3 +300,42 @@ async def test_last_event_id_with_a_line_end_is_400_not_sent_upstream(
     response = await client.get(path, params={"lastEventId": "5\r\nx-injected: 1"})
     assert (response.status_code, response.json()["error"]) == (400, "invalid_last_event_id")
     assert upstream_sse.log() == []
+
+
+async def test_route_schema_skips_upstream_events_once_per_event_and_moves_the_id() -> None:
+    from streams.proxy import UpstreamRegistry
+    from streams.schemas import schema_validator_compile
+
+    body = b"".join(
+        f"id: {n}\ndata: {data}\n\n".encode()
+        for n, data in [(1, '{"n": 1}'), (2, '{"n": "two"}'), (3, "not json"), (4, '{"n": 4}')]
+    )
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    schema = schema_validator_compile(
+        "counted", {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}
+    )
+    registry = UpstreamRegistry(httpx.AsyncClient(transport=httpx.MockTransport(answer)))
+    url = "http://upstream.test/numbers"
+    try:
+        subscribed = await asyncio.gather(
+            registry.subscribe(url, "0", retry_ms=1000, limit=1 << 20, schema=schema),
+            registry.subscribe(url, "0", retry_ms=1000, limit=1 << 20, schema=schema),
+            registry.subscribe(url, "0", retry_ms=1000, limit=1 << 20),
+        )
+        upstream = subscribed[0][0]
+        assert all(same is upstream for same, _ in subscribed)
+        sinks = [FakeSink(room=1 << 20) for _ in subscribed]
+        for (_, sub), sink in zip(subscribed, sinks, strict=True):
+            upstream.attach(sub, sink)
+        await condition_wait_async(lambda: all(b"id: 4\n" in s.written for s in sinks), within=WAIT, what="event 4")
+        checked = [EventParser().feed(sink.written) for sink in sinks]
+        for events, sink in zip(checked[:2], sinks[:2], strict=True):
+            assert [(e.id, e.data) for e in events if e.has_data] == [("1", '{"n": 1}'), ("4", '{"n": 4}')]
+            assert b"id: 2\n\nid: 3\n\n" in sink.written  # skipped, but the last id moves past them
+        assert [e.data for e in checked[2] if e.has_data] == ['{"n": 1}', '{"n": "two"}', "not json", '{"n": 4}']
+        assert registry.schema_rejected == 2  # two events, whatever the number of clients that skip them
+    finally:
+        await registry.close()
