@@ -198,8 +198,10 @@ class ReauthorizationBus:
                 message = await self.layer.receive(channel)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("re-authorization listener: channel layer receive failed")
+            except Exception as exc:  # the layer (Redis) away or slow: streams keep their deadlines meanwhile
+                logger.warning(
+                    "re-authorization listener: channel layer receive failed (%s: %s)", type(exc).__name__, exc
+                )
                 await asyncio.sleep(1.0)
                 continue
             if message.get("type") != MESSAGE_TYPE:

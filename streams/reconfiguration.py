@@ -126,9 +126,11 @@ class ConfigBus:
                     self._reload_request()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("configuration listener failed; retrying")
+            except Exception as exc:
+                # The layer (Redis) away or slow: a change may have passed meanwhile, so reload once it answers.
+                logger.warning("configuration listener: channel layer receive failed (%s: %s)", type(exc).__name__, exc)
                 await asyncio.sleep(1.0)
+                self._reload_request()
 
     def _reload_request(self) -> None:
         """Coalesce a burst (one save of a route and its filters is several messages) into few reloads."""
