@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "streams",
     "guards",
+    "pipeline",
 ]
 
 MIDDLEWARE = [
@@ -135,4 +136,8 @@ SLUICE = {
     "HUB_IDLE_SECONDS": env.float("SLUICE_HUB_IDLE_SECONDS", default=300.0),
     # Concurrent catch-up reads from Kafka (resumes older than the cache) per worker.
     "BACKLOG_READERS": env.int("SLUICE_BACKLOG_READERS", default=4),
+    # Spark master of `runpipeline` (`--master` overrides it).
+    "SPARK_MASTER": env("SPARK_MASTER", default="local[*]"),
+    # Where pipelines without a checkpoint location of their own keep one (a directory per pipeline).
+    "PIPELINE_CHECKPOINT_DIR": env("SLUICE_PIPELINE_CHECKPOINT_DIR", default=str(BASE_DIR / "checkpoints")),
 }
