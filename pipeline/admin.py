@@ -16,8 +16,26 @@ class PipelineRunInline(admin.TabularInline):
     max_num = 0
     can_delete = False
     ordering = ["-started", "-id"]
-    fields = ["started", "finished", "status", "once", "batches", "records_in", "records_valid", "records_invalid"]
-    readonly_fields = fields
+    fields = [
+        "started",
+        "finished",
+        "status",
+        "once",
+        "batches",
+        "records_in",
+        "records_valid",
+        "records_invalid",
+    ]
+    readonly_fields = [
+        "started",
+        "finished",
+        "status",
+        "once",
+        "batches",
+        "records_in",
+        "records_valid",
+        "records_invalid",
+    ]
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -109,13 +109,14 @@ def partition_ends(consumer: Consumer, topic: str, partitions: Sequence[int], ti
         while pending and time.monotonic() < deadline:
             for message in consumer.consume(1000, timeout=0.5):
                 error = message.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    ends[message.partition()] = max(ends[message.partition()], message.offset())
-                    pending.discard(message.partition())
-                elif error is not None:
+                if error is not None and error.code() != KafkaError._PARTITION_EOF:
                     raise KafkaException(error)
+                partition, offset = _position(message)
+                if error is not None:  # end of partition: the offset is the one after the last record
+                    ends[partition] = max(ends[partition], offset)
+                    pending.discard(partition)
                 else:
-                    ends[message.partition()] = max(ends[message.partition()], message.offset() + 1)
+                    ends[partition] = max(ends[partition], offset + 1)
     finally:
         consumer.unassign()
     if pending:
@@ -123,13 +124,22 @@ def partition_ends(consumer: Consumer, topic: str, partitions: Sequence[int], ti
     return ends
 
 
-def partition_starts(consumer: Consumer, topic: str, partitions: Sequence[int], timeout: float = 10.0) -> dict[int, int]:
+def partition_starts(
+    consumer: Consumer, topic: str, partitions: Sequence[int], timeout: float = 10.0
+) -> dict[int, int]:
     """The first retained offset of each partition."""
     return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[0] for p in partitions}
 
 
+def _position(message: Message) -> tuple[int, int]:
+    partition, offset = message.partition(), message.offset()
+    if partition is None or offset is None:
+        raise KafkaReadError("a fetched record without a partition or an offset")
+    return partition, offset
+
+
 def _headers(message: Message) -> list[dict[str, Any]]:
-    return [{"key": k, "value": v} for k, v in (message.headers() or [])]
+    return [{"key": item[0], "value": item[1]} for item in (message.headers() or [])]
 
 
 def partition_read(options: dict[str, str], span: PartitionRange) -> Iterator[pa.RecordBatch]:
@@ -151,7 +161,7 @@ def partition_read(options: dict[str, str], span: PartitionRange) -> Iterator[pa
                     if error.code() == KafkaError._PARTITION_EOF:
                         continue
                     raise KafkaException(error)
-                offset = message.offset()
+                _, offset = _position(message)
                 if offset < position:
                     continue
                 if offset >= span.end:
@@ -239,9 +249,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         first, last = offsets_decode(start), offsets_decode(end)
         return [
-            PartitionRange(self.topic, p, first.get(p, 0), last[p])
-            for p in sorted(last)
-            if last[p] > first.get(p, 0)
+            PartitionRange(self.topic, p, first.get(p, 0), last[p]) for p in sorted(last) if last[p] > first.get(p, 0)
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -333,4 +341,3 @@ class KafkaDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return KafkaWriter(dict(self.options))
-

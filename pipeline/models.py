@@ -59,7 +59,9 @@ class Pipeline(models.Model):
         default=5, validators=[MinValueValidator(1)], help_text="Micro-batch interval when running continuously."
     )
     checkpoint_location = models.CharField(
-        max_length=500, blank=True, help_text="Directory (or URL) of Spark's checkpoint. Blank: a directory under SLUICE_PIPELINE_CHECKPOINT_DIR."
+        max_length=500,
+        blank=True,
+        help_text="Directory (or URL) of Spark's checkpoint. Blank: one under SLUICE_PIPELINE_CHECKPOINT_DIR.",
     )
     enabled = models.BooleanField(default=True)
     created = models.DateTimeField(auto_now_add=True)

@@ -16,7 +16,7 @@ def registry_schema_fetch(url: str, subject: str, version: int | None = None, ti
     """The schema of ``subject`` at ``version`` (latest when None) from the registry at ``url``."""
     path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version or 'latest'}"
     try:
-        with urllib.request.urlopen(url.rstrip("/") + path, timeout=timeout) as response:  # noqa: S310
+        with urllib.request.urlopen(url.rstrip("/") + path, timeout=timeout) as response:
             body = json.load(response)
         schema_type = body.get("schemaType", "AVRO")
         if schema_type != "JSON":

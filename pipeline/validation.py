@@ -216,11 +216,11 @@ def schema_residual_check(schema: Any) -> Callable[[Column], Column]:
     """A pandas UDF running the full schema through ``jsonschema``, for keywords built-ins cannot express."""
     schema_text = json.dumps(schema, sort_keys=True)
 
-    @F.pandas_udf("string")  # type: ignore[call-overload]
     def residual_rule(values: pd.Series) -> pd.Series:
         return pd.Series([json_schema_rule(schema_text, v) for v in values], dtype="object")
 
-    return residual_rule  # type: ignore[no-any-return]
+    udf: Callable[[Column], Column] = F.pandas_udf(residual_rule, StringType())  # type: ignore[call-overload]
+    return udf
 
 
 def records_validate(df: DataFrame, schema: Any, value: str = "value") -> DataFrame:
@@ -255,4 +255,3 @@ def schema_record_type(schema: Any) -> StructType:
     if not isinstance(record, StructType):
         raise SchemaError("a pipeline's JSON Schema must describe an object with properties")
     return record
-
