@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,9 +91,14 @@ def _pointer(path: str, name: str) -> str:
     return f"{path.rstrip('/')}/{name.replace('~', '~0').replace('/', '~1')}"
 
 
-def _member(node: Column, name: str) -> Column:
+def _segment(name: str) -> str:
+    """A member name as a step of a VARIANT path: ``['name']``."""
     escaped = name.replace("\\", "\\\\").replace("'", "\\'")
-    return F.try_variant_get(node, f"$['{escaped}']", "variant")
+    return f"['{escaped}']"
+
+
+def _member(node: Column, name: str) -> Column:
+    return F.try_variant_get(node, f"${_segment(name)}", "variant")
 
 
 def _json_literal(value: Any) -> str:
@@ -103,8 +108,9 @@ def _json_literal(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _is(node: Column, *types: str) -> Column:
-    return F.schema_of_variant(node).rlike("|".join(f"({_TYPE_PATTERNS[t]})" for t in types))
+def _is(kind: Column, *types: str) -> Column:
+    """Whether the ``schema_of_variant`` name ``kind`` is one of the JSON Schema ``types``."""
+    return kind.rlike("|".join(f"({_TYPE_PATTERNS[t]})" for t in types))
 
 
 def _types(schema: dict[str, Any]) -> list[str]:
@@ -116,10 +122,21 @@ def _types(schema: dict[str, Any]) -> list[str]:
     return names
 
 
-def schema_spark_checks(schema: Any, node: Column, path: str = "/") -> list[Check]:
-    """The built-in checks of ``schema`` on the VARIANT ``node`` (present: not SQL NULL)."""
+def schema_spark_checks(
+    schema: Any, node: Column, path: str = "/", staged: Mapping[str, tuple[Column, Column]] | None = None
+) -> list[Check]:
+    """The built-in checks of ``schema`` on the VARIANT ``node`` (present: not SQL NULL).
+
+    ``staged`` maps JSON pointers to columns already holding that member and its
+    ``schema_of_variant`` (see :func:`schema_members`), so each is computed once per record.
+    """
     if not isinstance(schema, dict):
         return [] if schema is not False else [Check(f"false:{path}", node.isNotNull())]
+    staged = staged or {}
+    if path in staged:
+        node, kind = staged[path]
+    else:
+        kind = F.schema_of_variant(node)
     present = node.isNotNull()
     checks: list[Check] = []
 
@@ -128,13 +145,13 @@ def schema_spark_checks(schema: Any, node: Column, path: str = "/") -> list[Chec
 
     types = _types(schema)
     if types:
-        add("type", ~_is(node, *types))
+        add("type", ~_is(kind, *types))
     if "enum" in schema:
         add("enum", ~F.to_json(node).isin([_json_literal(v) for v in schema["enum"]]))
     if "const" in schema:
         add("const", F.to_json(node) != F.lit(_json_literal(schema["const"])))
     number = F.try_variant_get(node, "$", "double")
-    numeric = _is(node, "number")
+    numeric = _is(kind, "number")
     for keyword, broken in (
         ("minimum", lambda limit: number < limit),
         ("maximum", lambda limit: number > limit),
@@ -144,20 +161,25 @@ def schema_spark_checks(schema: Any, node: Column, path: str = "/") -> list[Chec
         if keyword in schema:
             add(keyword, numeric & broken(F.lit(float(schema[keyword]))))
     text = F.try_variant_get(node, "$", "string")
-    string = _is(node, "string")
+    string = _is(kind, "string")
     if "minLength" in schema:
         add("minLength", string & (F.char_length(text) < int(schema["minLength"])))
     if "maxLength" in schema:
         add("maxLength", string & (F.char_length(text) > int(schema["maxLength"])))
     if "pattern" in schema:
         add("pattern", string & ~text.rlike(str(schema["pattern"])))
-    is_object = _is(node, "object")
+    is_object = _is(kind, "object")
+
+    def member(name: str) -> Column:
+        where = _pointer(path, name)
+        return staged[where][0] if where in staged else _member(node, name)
+
     for name in schema.get("required", []):
-        add("required", is_object & _member(node, name).isNull(), _pointer(path, name))
+        add("required", is_object & member(name).isNull(), _pointer(path, name))
     for name, subschema in (schema.get("properties") or {}).items():
         checks += [
             Check(c.rule, present & c.failed)
-            for c in schema_spark_checks(subschema, _member(node, name), _pointer(path, name))
+            for c in schema_spark_checks(subschema, member(name), _pointer(path, name), staged)
         ]
     elements = F.try_variant_get(node, "$", "array<variant>")
     if "minItems" in schema:
@@ -171,6 +193,17 @@ def schema_spark_checks(schema: Any, node: Column, path: str = "/") -> list[Chec
             element_failed: Callable[[Column], Column] = functools.partial(_element_failed, items, where, index)
             checks.append(Check(check.rule, present & F.coalesce(F.exists(elements, element_failed), F.lit(False))))
     return checks
+
+
+def schema_members(schema: Any, path: str = "/", json_path: str = "$") -> list[tuple[str, str]]:
+    """(JSON pointer, JSON path) of every property the schema names, nested objects included."""
+    found: list[tuple[str, str]] = []
+    if not isinstance(schema, dict):
+        return found
+    for name, subschema in (schema.get("properties") or {}).items():
+        where, member_path = _pointer(path, name), f"{json_path}{_segment(name)}"
+        found += [(where, member_path), *schema_members(subschema, where, member_path)]
+    return found
 
 
 def _element_failed(items: Any, where: str, index: int, element: Column) -> Column:
@@ -226,12 +259,23 @@ def schema_residual_check(schema: Any) -> Callable[[Column], Column]:
 def records_validate(df: DataFrame, schema: Any, value: str = "value") -> DataFrame:
     """``df`` with ``_rule``: the first rule the record's value breaks, NULL for a valid record."""
     text = F.col(value).cast("string")
-    parsed = F.try_parse_json(text)
-    checks = [Check("json:/", parsed.isNull()), *schema_spark_checks(schema, parsed)]
+    # Parse once, then pull each member and its type name out once, into columns of their own:
+    # the checks read those columns instead of repeating the extraction in every expression.
+    members = [("/", "$"), *schema_members(schema)]
+    names = {where: f"_m{i}" for i, (where, _) in enumerate(members)}
+    staged_df = df.withColumn(PARSED_COLUMN, F.try_parse_json(text))
+    staged_df = staged_df.withColumns(
+        {names[where]: F.try_variant_get(F.col(PARSED_COLUMN), path, "variant") for where, path in members}
+    )
+    staged_df = staged_df.withColumns({f"{names[w]}_kind": F.schema_of_variant(F.col(names[w])) for w, _ in members})
+    staged = {where: (F.col(names[where]), F.col(f"{names[where]}_kind")) for where, _ in members}
+    parsed = F.col(PARSED_COLUMN)
+    checks = [Check("json:/", parsed.isNull()), *schema_spark_checks(schema, parsed, "/", staged)]
     rules = [F.when(c.failed, F.lit(c.rule)) for c in checks]
     if schema_residual(schema):
         rules.append(schema_residual_check(schema)(text))
-    return df.withColumn(RULE_COLUMN, F.coalesce(*rules))
+    helpers = [PARSED_COLUMN, *names.values(), *(f"{n}_kind" for n in names.values())]
+    return staged_df.withColumn(RULE_COLUMN, F.coalesce(*rules)).drop(*helpers)
 
 
 def schema_spark_type(schema: Any) -> DataType:
