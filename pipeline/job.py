@@ -290,9 +290,14 @@ def pipeline_run(
     on_batch_start: Callable[[int], None] | None = None,
 ) -> None:
     """Run the pipeline until it is done (``once``) or stopped; Spark's failure becomes :class:`PipelineError`."""
-    query = pipeline_query(
-        spark, spec, once=once, kafka_format=kafka_format, on_batch=on_batch, on_batch_start=on_batch_start
-    )
+    try:
+        query = pipeline_query(
+            spark, spec, once=once, kafka_format=kafka_format, on_batch=on_batch, on_batch_start=on_batch_start
+        )
+    except PipelineError:
+        raise
+    except Exception as exc:  # e.g. Spark's kafka format without its connector on the classpath
+        raise PipelineError(f"pipeline {spec.name} could not start: {exc}") from exc
     try:
         query.awaitTermination()
     except KeyboardInterrupt:
