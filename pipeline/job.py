@@ -140,8 +140,8 @@ def _files_stream(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
         value = F.col("value")
     else:
         if spec.source_format == "csv":
-            columns = StructType([f for f in schema_record_type(spec.json_schema).fields])
-            frame = reader.format("csv").option("header", "true").schema(_csv_schema(columns)).load(spec.source_files)
+            columns = _csv_schema(schema_record_type(spec.json_schema))
+            frame = reader.format("csv").option("header", "true").schema(columns).load(spec.source_files)
         elif spec.source_format == "parquet":
             try:
                 inferred = spark.read.parquet(spec.source_files).schema
@@ -163,7 +163,11 @@ def _files_stream(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
 
 
 def _csv_schema(columns: StructType) -> StructType:
-    """CSV cells cannot hold arrays or objects: those columns are read as (JSON) text."""
+    """CSV cells cannot hold arrays or objects: those columns are read as (JSON) text.
+
+    A cell that does not parse as its column's type is read as NULL and left out of the JSON
+    value, so ``required`` (or nothing, for an optional column) is what catches it.
+    """
     from pyspark.sql.types import ArrayType, StringType, StructField
 
     return StructType(

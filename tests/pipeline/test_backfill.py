@@ -99,3 +99,25 @@ def test_parquet_files_backfill(spark: Any, pipeline_kafka: Any, tmp_path: Path)
     letters = topic_read(pipeline_kafka.bootstrap, dead)
     by_seq = {json.loads(r.value or b"")["seq"]: r.headers[RULE_HEADER].decode() for r in letters}
     assert by_seq == {row["seq"]: rule(row) for row in rows if rule(row) is not None}
+
+
+def test_csv_files_backfill(spark: Any, pipeline_kafka: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "csv"
+    folder.mkdir()
+    (folder / "scores.csv").write_text(
+        "match,league,minute,seq\n"
+        "match-1,liga,10,0\n"
+        "match-2,premier,11,1\n"
+        "match-3,serie-a,12,2\n"  # enum:/league
+        "match-4,liga,ten,3\n"  # not an integer: read as NULL, so required:/minute
+        "match-5,liga,200,4\n"  # maximum:/minute
+    )
+    sink, dead = backfill("backfill-csv", pipeline_kafka, tmp_path, str(folder / "*.csv"), "csv")
+    out = topic_read(pipeline_kafka.bootstrap, sink)
+    assert sorted((r.key, r.json()["minute"]) for r in out) == [(b"match-1", 10), (b"match-2", 11)]
+    letters = topic_read(pipeline_kafka.bootstrap, dead)
+    assert sorted(r.headers[RULE_HEADER].decode() for r in letters) == [
+        "enum:/league",
+        "maximum:/minute",
+        "required:/minute",
+    ]

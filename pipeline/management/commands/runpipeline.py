@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -29,6 +30,8 @@ class Command(BaseCommand):
             self.stdout.write(line)
             self.stdout.flush()
 
+        # SIGTERM stops the query like Ctrl-C does, so the run is recorded as ended.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             pipeline_execute(
                 options["name"],
