@@ -140,7 +140,7 @@ def _files_stream(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
         value = F.col("value")
     else:
         if spec.source_format == "csv":
-            columns = _csv_schema(schema_record_type(spec.json_schema))
+            columns = _csv_schema(spark, spec)
             frame = reader.format("csv").option("header", "true").schema(columns).load(spec.source_files)
         elif spec.source_format == "parquet":
             try:
@@ -162,18 +162,26 @@ def _files_stream(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
     )
 
 
-def _csv_schema(columns: StructType) -> StructType:
-    """CSV cells cannot hold arrays or objects: those columns are read as (JSON) text.
+def _csv_schema(spark: SparkSession, spec: PipelineSpec) -> StructType:
+    """The columns of the CSV files' header line, typed as the schema says (arrays and objects as text).
 
-    A cell that does not parse as its column's type is read as NULL and left out of the JSON
-    value, so ``required`` (or nothing, for an optional column) is what catches it.
+    Spark maps a given schema onto CSV columns by position, so it follows the header of the
+    files there now; files added later must share it. A cell that does not parse as its column's
+    type is read as NULL and left out of the JSON value: ``required`` is what catches it.
     """
     from pyspark.sql.types import ArrayType, StringType, StructField
 
+    try:
+        header = spark.read.option("header", "true").csv(spec.source_files).columns
+    except Exception as exc:
+        raise PipelineError(f"cannot read the CSV header of {spec.source_files}: {exc}") from exc
+    types = {f.name: f.dataType for f in schema_record_type(spec.json_schema).fields}
     return StructType(
         [
-            StructField(f.name, StringType() if isinstance(f.dataType, ArrayType | StructType) else f.dataType)
-            for f in columns.fields
+            StructField(
+                name, StringType() if isinstance(types.get(name), ArrayType | StructType | None) else types[name]
+            )
+            for name in header
         ]
     )
 
