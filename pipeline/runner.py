@@ -56,6 +56,8 @@ def pipeline_execute(
         pipeline = Pipeline.objects.select_related("schema").get(name=name)
     except Pipeline.DoesNotExist:
         raise PipelineError(f"there is no pipeline called {name!r}") from None
+    if not pipeline.enabled:
+        raise PipelineError(f"pipeline {name!r} is disabled")
     bootstrap = settings.SLUICE["KAFKA_BOOTSTRAP_SERVERS"]
     if not bootstrap:
         raise PipelineError("KAFKA_BOOTSTRAP_SERVERS is not set")

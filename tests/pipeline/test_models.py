@@ -119,3 +119,12 @@ def test_runpipeline_needs_kafka(settings: Any) -> None:
     settings.SLUICE = {**settings.SLUICE, "KAFKA_BOOTSTRAP_SERVERS": ""}
     with pytest.raises(CommandError, match="KAFKA_BOOTSTRAP_SERVERS"):
         call_command("runpipeline", "scores")
+
+
+@pytest.mark.django_db
+def test_runpipeline_refuses_a_disabled_pipeline(settings: Any) -> None:
+    pipeline_upsert(name="scores", **fields(enabled=False))
+    settings.SLUICE = {**settings.SLUICE, "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9"}
+    with pytest.raises(CommandError, match="disabled"):
+        call_command("runpipeline", "scores")
+    assert not PipelineRun.objects.exists()
