@@ -80,6 +80,7 @@ def planned_range(checkpoint: Path, batch: int) -> dict[int, tuple[int, int]]:
     return {p: (before.get(p, 0), end) for p, end in after.items()}
 
 
+@pytest.mark.timeout(600)  # two Spark processes, one after the other, on a shared machine
 def test_kill_mid_batch_and_restart_loses_nothing(stream_db: None, kafka: Any, tmp_path: Path) -> None:
     raw = kafka.topic(partitions=PARTITIONS, prefix="raw")
     sink = kafka.topic(partitions=PARTITIONS, prefix="sink")
