@@ -279,8 +279,12 @@ def _delivery_check(failures: list[str]) -> Any:
 
 
 def batches_produce(options: dict[str, str], batches: Iterator[pa.RecordBatch]) -> int:
-    """Produce every row of ``batches`` (``key``, ``value``, optional ``headers``) and wait for the acks."""
-    topic = options["topic"]
+    """Produce every row of ``batches`` and wait for the acks.
+
+    Columns: ``value``, optional ``key`` and ``headers``, and ``topic`` unless the ``topic`` option names
+    one topic for all rows (as Spark's own Kafka sink does).
+    """
+    topic = options.get("topic")
     config: dict[str, Any] = {
         "bootstrap.servers": options["bootstrap"],
         "linger.ms": 20,
@@ -297,11 +301,14 @@ def batches_produce(options: dict[str, str], batches: Iterator[pa.RecordBatch]) 
         keys = batch.column("key").to_pylist() if "key" in batch.schema.names else [None] * batch.num_rows
         values = batch.column("value").to_pylist()
         headers = batch.column("headers").to_pylist() if "headers" in batch.schema.names else [None] * batch.num_rows
-        for key, value, header_list in zip(keys, values, headers, strict=True):
+        if topic is None and "topic" not in batch.schema.names:
+            raise KafkaReadError("give the topic option or a topic column")
+        topics = [topic] * batch.num_rows if topic is not None else batch.column("topic").to_pylist()
+        for to, key, value, header_list in zip(topics, keys, values, headers, strict=True):
             items = [(h["key"], h["value"]) for h in header_list] if header_list else None
             while True:
                 try:
-                    producer.produce(topic, value=value, key=key, headers=items, on_delivery=report)
+                    producer.produce(to, value=value, key=key, headers=items, on_delivery=report)
                     break
                 except BufferError:
                     producer.poll(0.05)
@@ -309,7 +316,7 @@ def batches_produce(options: dict[str, str], batches: Iterator[pa.RecordBatch]) 
         producer.poll(0)
     remaining = producer.flush(float(options.get("flushTimeoutSeconds", "60")))
     if remaining or failures:
-        raise KafkaReadError(f"{remaining} records not acknowledged by {topic}; errors: {failures[:3]}")
+        raise KafkaReadError(f"{remaining} records not acknowledged; errors: {failures[:3]}")
     return count
 
 

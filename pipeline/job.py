@@ -11,6 +11,7 @@ No Django import here either: :func:`pipeline_spec` turns the model into a :clas
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -232,30 +233,35 @@ def dead_letter_records(invalid: DataFrame) -> DataFrame:
     return invalid.select("key", "value", F.concat(own, extra).alias("headers"))
 
 
-def records_write(records: DataFrame, topic: str, spec: PipelineSpec, kafka_format: KafkaFormat) -> None:
+def records_write(records: DataFrame, spec: PipelineSpec, kafka_format: KafkaFormat) -> None:
+    """Produce ``records`` (key, value, headers, topic) with the selected Kafka format."""
     if kafka_format == "kafka":
-        records.write.format("kafka").option("kafka.bootstrap.servers", spec.bootstrap).option("topic", topic).save()
+        records.write.format("kafka").option("kafka.bootstrap.servers", spec.bootstrap).save()
     else:
-        records.write.format(FORMAT_NAME).mode("append").option("bootstrap", spec.bootstrap).option(
-            "topic", topic
-        ).save()
+        records.write.format(FORMAT_NAME).mode("append").option("bootstrap", spec.bootstrap).save()
 
 
 def batch_process(batch: DataFrame, batch_id: int, spec: PipelineSpec, kafka_format: KafkaFormat) -> BatchProgress:
-    """Validate, count, shape and write one micro-batch; returns its counts."""
+    """Validate, count, shape and write one micro-batch; returns its counts.
+
+    Valid records (to the sink) and dead letters go out in one Spark job, each row naming its topic.
+    """
     checked = records_validate(batch, spec.json_schema).persist()
     try:
         by_rule = {row[0]: int(row[1]) for row in checked.groupBy(RULE_COLUMN).count().collect()}
         valid = by_rule.pop(None, 0)
         invalid = sum(by_rule.values())
+        outputs: list[DataFrame] = []
         if valid:
             shaped = records_shape(checked.filter(F.col(RULE_COLUMN).isNull()), spec)
             shaped.createOrReplaceTempView("input")
             output = batch.sparkSession.sql(spec.sql)
-            records_write(sink_records(output, spec), spec.sink_topic, spec, kafka_format)
+            outputs.append(sink_records(output, spec).withColumn("topic", F.lit(spec.sink_topic)))
         if invalid and spec.dead_letter_topic:
-            invalid_records = dead_letter_records(checked.filter(F.col(RULE_COLUMN).isNotNull()))
-            records_write(invalid_records, spec.dead_letter_topic, spec, kafka_format)
+            letters = dead_letter_records(checked.filter(F.col(RULE_COLUMN).isNotNull()))
+            outputs.append(letters.withColumn("topic", F.lit(spec.dead_letter_topic)))
+        if outputs:
+            records_write(functools.reduce(DataFrame.unionByName, outputs), spec, kafka_format)
     finally:
         checked.unpersist()
     return BatchProgress(batch_id, valid + invalid, valid, invalid, by_rule)
