@@ -3,7 +3,8 @@
 ``spark.read.format("sluice-kafka")`` and ``spark.readStream.format("sluice-kafka")`` give
 one input partition per Kafka partition with the columns of :data:`KAFKA_SCHEMA`; the stream
 keeps its per-partition offsets in the query's checkpoint. ``df.write.format("sluice-kafka")``
-produces ``key``, ``value`` and (optionally) ``headers`` columns.
+produces the ``value``, ``key`` and ``headers`` columns to the ``topic`` option's topic, or to
+each row's ``topic`` column.
 
 No Django import here: Spark's Python workers load this module on their own.
 """
@@ -331,7 +332,7 @@ class KafkaWriter(DataSourceArrowWriter):
 
 
 class KafkaDataSource(DataSource):
-    """``format("sluice-kafka")``: options ``bootstrap``, ``topic``, and ``kafka.*`` for librdkafka."""
+    """``format("sluice-kafka")``: options ``bootstrap``, ``topic`` (a write may use a column instead), ``kafka.*``."""
 
     @classmethod
     def name(cls) -> str:
