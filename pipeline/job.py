@@ -6,7 +6,7 @@ written as they came to the dead-letter topic with headers naming the rule and t
 record. Offsets are in Spark's checkpoint and are committed after the batch's writes: a job
 killed mid-batch repeats that batch when restarted (at-least-once, see docs/pipeline.md).
 
-No Django import here either: :func:`pipeline_spec` turns the model into a :class:`PipelineSpec`.
+No Django import here either: :func:`pipeline.runner.pipeline_spec` turns the model into a :class:`PipelineSpec`.
 """
 
 from __future__ import annotations

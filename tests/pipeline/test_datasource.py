@@ -91,3 +91,13 @@ def test_spark_kafka_format_without_its_connector_is_a_command_error(
     with pytest.raises(CommandError, match=r"could not start.*kafka"):
         call_command("runpipeline", "spark-kafka", "--once", "--kafka-format", "kafka")
     assert PipelineRun.objects.get().status == "failed"
+
+
+def test_writer_takes_each_rows_topic_without_the_option(spark: Any, kafka: Any) -> None:
+    first, second = kafka.topic(), kafka.topic()
+    df = spark.createDataFrame(
+        [(f"v{i}".encode(), first if i % 2 else second) for i in range(10)], "value binary, topic string"
+    )
+    df.write.format(FORMAT_NAME).mode("append").option("bootstrap", kafka.bootstrap).save()
+    assert sorted(r.value for r in topic_read(kafka.bootstrap, first)) == [f"v{i}".encode() for i in (1, 3, 5, 7, 9)]
+    assert sorted(r.value for r in topic_read(kafka.bootstrap, second)) == [f"v{i}".encode() for i in (0, 2, 4, 6, 8)]
