@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "streams",
     "guards",
+    "pipeline",
 ]
 
 MIDDLEWARE = [
@@ -141,6 +142,10 @@ SLUICE = {
     # registers its key as the `demo` guard). Off unless DEBUG, or set explicitly.
     "DEV_ISSUER": env.bool("SLUICE_DEV_ISSUER", default=DEBUG),
     "DEV_ISSUER_KEY_FILE": Path(env("SLUICE_DEV_ISSUER_KEY_FILE", default=str(BASE_DIR / "var" / "dev-issuer.pem"))),
+    # Spark master of `runpipeline` (`--master` overrides it).
+    "SPARK_MASTER": env("SPARK_MASTER", default="local[*]"),
+    # Where pipelines without a checkpoint location of their own keep one (a directory per pipeline).
+    "PIPELINE_CHECKPOINT_DIR": env("SLUICE_PIPELINE_CHECKPOINT_DIR", default=str(BASE_DIR / "checkpoints")),
 }
 
 # The admin REST API (/api/): staff only, by admin session (with CSRF) or a Bearer token

@@ -1,0 +1,62 @@
+"""Admin pages for pipelines, with their runs shown read-only on each pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from .models import Pipeline, PipelineRun
+
+
+class PipelineRunInline(admin.TabularInline):
+    model = PipelineRun
+    extra = 0
+    max_num = 0
+    can_delete = False
+    ordering = ["-started", "-id"]
+    fields = [
+        "started",
+        "finished",
+        "status",
+        "once",
+        "batches",
+        "records_in",
+        "records_valid",
+        "records_invalid",
+    ]
+    readonly_fields = [
+        "started",
+        "finished",
+        "status",
+        "once",
+        "batches",
+        "records_in",
+        "records_valid",
+        "records_invalid",
+    ]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Pipeline)
+class PipelineAdmin(admin.ModelAdmin):
+    list_display = ["name", "source_kind", "source_topic", "source_files", "sink_topic", "dead_letter_topic", "enabled"]
+    list_filter = ["enabled", "source_kind"]
+    search_fields = ["name", "description", "source_topic", "source_files", "sink_topic"]
+    readonly_fields = ["created", "updated"]
+    inlines = [PipelineRunInline]
+    fieldsets = [
+        (None, {"fields": ["name", "description", "enabled"]}),
+        ("Source", {"fields": ["source_kind", "source_topic", "source_files", "source_format"]}),
+        ("Validation", {"fields": ["schema", "json_schema"]}),
+        ("Shape", {"fields": ["sql", "key_field", "header_fields"]}),
+        ("Sinks", {"fields": ["sink_topic", "dead_letter_topic"]}),
+        ("Running", {"fields": ["trigger_seconds", "checkpoint_location"]}),
+        ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
+    ]

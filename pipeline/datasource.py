@@ -1,0 +1,351 @@
+"""Kafka for Spark through the Python data source API (Spark 4), on confluent-kafka.
+
+``spark.read.format("sluice-kafka")`` and ``spark.readStream.format("sluice-kafka")`` give
+one input partition per Kafka partition with the columns of :data:`KAFKA_SCHEMA`; the stream
+keeps its per-partition offsets in the query's checkpoint. ``df.write.format("sluice-kafka")``
+produces the ``value``, ``key`` and ``headers`` columns to the ``topic`` option's topic, or to
+each row's ``topic`` column.
+
+No Django import here: Spark's Python workers load this module on their own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+FORMAT_NAME = "sluice-kafka"
+KAFKA_SCHEMA = (
+    "key binary, value binary, headers array<struct<key: string, value: binary>>,"
+    " topic string, partition int, offset bigint, timestamp timestamp"
+)
+_ARROW_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+    ]
+)
+_ARROW_BATCH_ROWS = 20_000
+
+
+class KafkaReadError(RuntimeError):
+    """A partition could not be read up to the end Spark planned for it."""
+
+
+class PartitionRange(InputPartition):
+    """Offsets ``[start, end)`` of one Kafka partition: the unit of work of one Spark task."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__(partition)
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+
+def consumer_config(options: dict[str, str]) -> dict[str, Any]:
+    """librdkafka settings for a reader: no group subscription, partitions are assigned (tansu joins are slow)."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": options["bootstrap"],
+        "group.id": options.get("group", "sluice-pipeline"),
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 100,
+        "log_level": 0,
+    }
+    config.update({k[len("kafka.") :]: v for k, v in options.items() if k.startswith("kafka.")})
+    return config
+
+
+def topic_partitions(consumer: Consumer, topic: str, timeout: float = 10.0) -> list[int]:
+    """Partition numbers of ``topic`` (an error if it does not exist)."""
+    metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+    if metadata is None or metadata.error is not None or not metadata.partitions:
+        raise KafkaReadError(f"topic {topic} does not exist or has no partitions")
+    return sorted(metadata.partitions)
+
+
+def partition_ends(consumer: Consumer, topic: str, partitions: Sequence[int], timeout: float = 10.0) -> dict[int, int]:
+    """Offset after the last record of each partition.
+
+    The high watermark alone is not enough: tansu answers the base offset of the last batch
+    plus one. So read from there to the end of the partition (the EOF a fetch reports).
+    """
+    ends: dict[int, int] = {}
+    assign: list[TopicPartition] = []
+    for partition in partitions:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        if high <= 0:
+            ends[partition] = 0
+        else:
+            ends[partition] = high
+            assign.append(TopicPartition(topic, partition, high - 1))
+    if not assign:
+        return ends
+    consumer.assign(assign)
+    pending = {tp.partition for tp in assign}
+    deadline = time.monotonic() + timeout
+    try:
+        while pending and time.monotonic() < deadline:
+            for message in consumer.consume(1000, timeout=0.5):
+                error = message.error()
+                if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(error)
+                partition, offset = _position(message)
+                if error is not None:  # end of partition: the offset is the one after the last record
+                    ends[partition] = max(ends[partition], offset)
+                    pending.discard(partition)
+                else:
+                    ends[partition] = max(ends[partition], offset + 1)
+    finally:
+        consumer.unassign()
+    if pending:
+        raise KafkaReadError(f"could not find the end of {topic} partitions {sorted(pending)} within {timeout}s")
+    return ends
+
+
+def partition_starts(
+    consumer: Consumer, topic: str, partitions: Sequence[int], timeout: float = 10.0
+) -> dict[int, int]:
+    """The first retained offset of each partition."""
+    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[0] for p in partitions}
+
+
+def _position(message: Message) -> tuple[int, int]:
+    partition, offset = message.partition(), message.offset()
+    if partition is None or offset is None:
+        raise KafkaReadError("a fetched record without a partition or an offset")
+    return partition, offset
+
+
+def _headers(message: Message) -> list[dict[str, Any]]:
+    return [{"key": item[0], "value": item[1]} for item in (message.headers() or [])]
+
+
+def partition_read(options: dict[str, str], span: PartitionRange) -> Iterator[pa.RecordBatch]:
+    """Records ``[start, end)`` of one partition as Arrow batches; fails if they stop coming."""
+    if span.end <= span.start:
+        return
+    idle_limit = float(options.get("readTimeoutSeconds", "60"))
+    consumer = Consumer(consumer_config(options))
+    columns: dict[str, list[Any]] = {name: [] for name in _ARROW_SCHEMA.names}
+    try:
+        consumer.assign([TopicPartition(span.topic, span.partition, span.start)])
+        position = span.start
+        last_progress = time.monotonic()
+        while position < span.end:
+            messages = consumer.consume(10_000, timeout=0.5)
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise KafkaException(error)
+                _, offset = _position(message)
+                if offset < position:
+                    continue
+                if offset >= span.end:
+                    position = span.end
+                    break
+                _, stamp = message.timestamp()
+                columns["key"].append(message.key())
+                columns["value"].append(message.value())
+                columns["headers"].append(_headers(message))
+                columns["topic"].append(span.topic)
+                columns["partition"].append(span.partition)
+                columns["offset"].append(offset)
+                columns["timestamp"].append(stamp * 1000 if stamp >= 0 else None)
+                position = offset + 1
+                last_progress = time.monotonic()
+            if len(columns["offset"]) >= _ARROW_BATCH_ROWS:
+                yield pa.RecordBatch.from_pydict(columns, schema=_ARROW_SCHEMA)
+                columns = {name: [] for name in _ARROW_SCHEMA.names}
+            if position < span.end and time.monotonic() - last_progress > idle_limit:
+                raise KafkaReadError(
+                    f"{span.topic}[{span.partition}] stopped at offset {position} before {span.end} ({idle_limit}s)"
+                )
+        if columns["offset"]:
+            yield pa.RecordBatch.from_pydict(columns, schema=_ARROW_SCHEMA)
+    finally:
+        consumer.close()
+
+
+def offsets_encode(topic: str, offsets: dict[int, int]) -> dict[str, Any]:
+    """The JSON form of stream offsets stored in the checkpoint."""
+    return {"topic": topic, "partitions": {str(p): o for p, o in sorted(offsets.items())}}
+
+
+def offsets_decode(offset: dict[str, Any]) -> dict[int, int]:
+    return {int(p): int(o) for p, o in offset["partitions"].items()}
+
+
+class KafkaBatchReader(DataSourceReader):
+    """Everything between the starting and ending offsets (default: all retained records)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+        self.topic = options["topic"]
+
+    def partitions(self) -> Sequence[InputPartition]:
+        consumer = Consumer(consumer_config(self.options))
+        try:
+            numbers = topic_partitions(consumer, self.topic)
+            starts = partition_starts(consumer, self.topic, numbers)
+            ends = partition_ends(consumer, self.topic, numbers)
+        finally:
+            consumer.close()
+        return [PartitionRange(self.topic, p, starts[p], ends[p]) for p in numbers]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, PartitionRange)
+        return partition_read(self.options, partition)
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    """Micro-batches between checkpointed offsets; new partitions are read from their start."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+        self.topic = options["topic"]
+        self.starting = options.get("startingOffsets", "earliest")
+        self._consumer: Consumer | None = None
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(consumer_config(self.options))
+        return self._consumer
+
+    def initialOffset(self) -> dict[str, Any]:
+        numbers = topic_partitions(self.consumer, self.topic)
+        if self.starting == "latest":
+            return offsets_encode(self.topic, partition_ends(self.consumer, self.topic, numbers))
+        return offsets_encode(self.topic, partition_starts(self.consumer, self.topic, numbers))
+
+    def latestOffset(self) -> dict[str, Any]:
+        numbers = topic_partitions(self.consumer, self.topic)
+        return offsets_encode(self.topic, partition_ends(self.consumer, self.topic, numbers))
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        first, last = offsets_decode(start), offsets_decode(end)
+        return [
+            PartitionRange(self.topic, p, first.get(p, 0), last[p]) for p in sorted(last) if last[p] > first.get(p, 0)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, PartitionRange)
+        return partition_read(self.options, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Offsets live in Spark's checkpoint; nothing to commit to Kafka."""
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+@dataclass
+class ProducedCount(WriterCommitMessage):
+    records: int
+
+
+def _delivery_check(failures: list[str]) -> Any:
+    def report(error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            failures.append(f"{message.topic()}: {error}")
+
+    return report
+
+
+def batches_produce(options: dict[str, str], batches: Iterator[pa.RecordBatch]) -> int:
+    """Produce every row of ``batches`` and wait for the acks.
+
+    Columns: ``value``, optional ``key`` and ``headers``, and ``topic`` unless the ``topic`` option names
+    one topic for all rows (as Spark's own Kafka sink does).
+    """
+    topic = options.get("topic")
+    config: dict[str, Any] = {
+        "bootstrap.servers": options["bootstrap"],
+        "linger.ms": 20,
+        "batch.num.messages": 10_000,
+        "queue.buffering.max.messages": 200_000,
+        "log_level": 0,
+    }
+    config.update({k[len("kafka.") :]: v for k, v in options.items() if k.startswith("kafka.")})
+    producer = Producer(config)
+    failures: list[str] = []
+    report = _delivery_check(failures)
+    count = 0
+    for batch in batches:
+        keys = batch.column("key").to_pylist() if "key" in batch.schema.names else [None] * batch.num_rows
+        values = batch.column("value").to_pylist()
+        headers = batch.column("headers").to_pylist() if "headers" in batch.schema.names else [None] * batch.num_rows
+        if topic is None and "topic" not in batch.schema.names:
+            raise KafkaReadError("give the topic option or a topic column")
+        topics = [topic] * batch.num_rows if topic is not None else batch.column("topic").to_pylist()
+        for to, key, value, header_list in zip(topics, keys, values, headers, strict=True):
+            items = [(h["key"], h["value"]) for h in header_list] if header_list else None
+            while True:
+                try:
+                    producer.produce(to, value=value, key=key, headers=items, on_delivery=report)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            count += 1
+        producer.poll(0)
+    remaining = producer.flush(float(options.get("flushTimeoutSeconds", "60")))
+    if remaining or failures:
+        raise KafkaReadError(f"{remaining} records not acknowledged; errors: {failures[:3]}")
+    return count
+
+
+class KafkaWriter(DataSourceArrowWriter):
+    """Batch writes; a task fails unless the broker acknowledged all of its records."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return ProducedCount(batches_produce(self.options, iterator))
+
+
+class KafkaDataSource(DataSource):
+    """``format("sluice-kafka")``: options ``bootstrap``, ``topic`` (a write may use a column instead), ``kafka.*``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> str:
+        return KAFKA_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaBatchReader(dict(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(dict(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return KafkaWriter(dict(self.options))

@@ -1,0 +1,170 @@
+"""Demo data for the pipeline: a raw feed of match reports, and the pipeline that shapes it into ``demo.scores``.
+
+The raw feed looks like what a data provider sends (nested fixture, upper-case league,
+clock and goals under their own names, now and then a broken record); the demo pipeline
+checks it against :data:`DEMO_RAW_SCHEMA` and shapes it with :data:`DEMO_SQL` into the
+records ``streams.demo`` publishes today: JSON ``{match, league, home, away, score, minute,
+ts}`` keyed by match, with a ``league`` header.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Producer
+
+from streams.broker import topic_ensure
+
+from .models import Pipeline
+from .services import pipeline_upsert
+
+DEMO_PIPELINE = "demo-scores"
+DEMO_RAW_TOPIC = "demo.scores.raw"
+DEMO_SINK_TOPIC = "demo.scores"
+DEMO_DEAD_LETTER_TOPIC = "demo.scores.invalid"
+DEMO_PARTITIONS = 3
+
+DEMO_RAW_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["fixture", "teams", "goals", "clock", "sent_at"],
+    "properties": {
+        "fixture": {
+            "type": "object",
+            "required": ["id", "league"],
+            "properties": {"id": {"type": "integer", "minimum": 0}, "league": {"enum": ["PREMIER", "LIGA"]}},
+        },
+        "teams": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 2, "maxItems": 2},
+        "goals": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2},
+        "clock": {"type": "integer", "minimum": 0, "maximum": 130},
+        "sent_at": {"type": "integer"},
+    },
+}
+DEMO_SQL = """SELECT concat('match-', fixture.id) AS match,
+       lower(fixture.league) AS league,
+       teams[0] AS home,
+       teams[1] AS away,
+       goals AS score,
+       clock AS minute,
+       sent_at AS ts
+FROM input"""
+
+_TEAMS = {
+    "PREMIER": ["Arsenal", "Chelsea", "Liverpool", "Everton", "Fulham", "Brentford", "Spurs", "Wolves"],
+    "LIGA": ["Betis", "Girona", "Osasuna", "Sevilla", "Valencia", "Villarreal", "Getafe", "Alaves"],
+}
+
+
+@dataclass
+class _Fixture:
+    id: int
+    league: str
+    teams: list[str]
+    clock: int = 0
+    goals: list[int] = field(default_factory=lambda: [0, 0])
+
+
+class DemoRawProducer:
+    """A background thread publishing raw match reports (about 1 in 25 broken) a few times a second."""
+
+    def __init__(self, bootstrap: str, topic: str = DEMO_RAW_TOPIC, interval: float = 0.4, seed: int | None = None):
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
+        self._topic = topic
+        self._interval = interval
+        self._random = random.Random(seed)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sluice-demo-raw-producer", daemon=True)
+        self._next_id = 0
+        self._fixtures = [self._fixture(league) for league in ["PREMIER", "LIGA"] * 3]
+
+    def _fixture(self, league: str) -> _Fixture:
+        self._next_id += 1
+        return _Fixture(self._next_id, league, self._random.sample(_TEAMS[league], 2))
+
+    def start(self) -> DemoRawProducer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self._producer.flush(5)
+
+    def flush(self, timeout: float = 10.0) -> int:
+        return self._producer.flush(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.step()
+            self._producer.poll(0)
+
+    def step(self) -> None:
+        """Publish one report: a fixture's clock moves on, sometimes a goal; a finished fixture is replaced."""
+        index = self._random.randrange(len(self._fixtures))
+        fixture = self._fixtures[index]
+        fixture.clock += self._random.randint(1, 6)
+        if fixture.clock >= 90:
+            self._fixtures[index] = self._fixture(fixture.league)
+            return
+        if self._random.random() < 0.3:
+            fixture.goals[self._random.randrange(2)] += 1
+        report: dict[str, Any] = {
+            "fixture": {"id": fixture.id, "league": fixture.league},
+            "teams": fixture.teams,
+            "goals": fixture.goals,
+            "clock": fixture.clock,
+            "sent_at": int(time.time() * 1000),
+        }
+        if self._random.random() < 0.04:  # what real feeds do: a field missing, or a clock gone wrong
+            report = self._random.choice([{**report, "clock": -1}, {k: v for k, v in report.items() if k != "teams"}])
+        self._producer.produce(self._topic, key=str(fixture.id).encode(), value=json.dumps(report).encode())
+
+
+def demo_pipeline_setup(
+    bootstrap: str,
+    *,
+    start_producer: bool = True,
+    raw_topic: str = DEMO_RAW_TOPIC,
+    sink_topic: str = DEMO_SINK_TOPIC,
+    dead_letter_topic: str = DEMO_DEAD_LETTER_TOPIC,
+    name: str = DEMO_PIPELINE,
+    checkpoint_location: str = "",
+) -> tuple[Pipeline, DemoRawProducer]:
+    """Create the demo's raw topic, its producer and the pipeline that shapes it into ``demo.scores``.
+
+    ``bootstrap`` is the Kafka to use (e.g. the embedded broker ``runstreams`` started). Needs the
+    database (migrated). Creates the raw, sink and dead-letter topics (3 partitions) if missing,
+    creates or updates the Pipeline row ``demo-scores`` (inline schema, :data:`DEMO_SQL`, key
+    ``match``, header ``league``), and returns it with a :class:`DemoRawProducer` that is already
+    publishing unless ``start_producer`` is false; call its ``stop()`` on exit. The Spark job is not
+    started here: run ``manage.py runpipeline demo-scores`` (a separate process, with
+    ``KAFKA_BOOTSTRAP_SERVERS`` set to ``bootstrap``). Unlike ``streams.demo`` the pipeline sends
+    no tombstones: records it writes always have a value.
+    """
+    for topic in (raw_topic, sink_topic, dead_letter_topic):
+        topic_ensure(bootstrap, topic, DEMO_PARTITIONS)
+    pipeline = pipeline_upsert(
+        name=name,
+        description="Demo: raw match reports shaped into live scores",
+        source_kind=Pipeline.SourceKind.KAFKA,
+        source_topic=raw_topic,
+        source_files="",
+        json_schema=DEMO_RAW_SCHEMA,
+        schema=None,
+        sql=DEMO_SQL,
+        key_field="match",
+        header_fields={"league": "league"},
+        sink_topic=sink_topic,
+        dead_letter_topic=dead_letter_topic,
+        trigger_seconds=2,
+        checkpoint_location=checkpoint_location,
+    )
+    producer = DemoRawProducer(bootstrap, raw_topic)
+    if start_producer:
+        producer.start()
+    return pipeline, producer

@@ -1,0 +1,327 @@
+"""Build and run a pipeline's Spark job: source -> JSON Schema checks -> SQL over ``input`` -> sink and dead letters.
+
+Each micro-batch (``foreachBatch``) is validated once and kept in memory, counted per rule,
+its valid records shaped by the pipeline's SQL and written to the sink, its invalid ones
+written as they came to the dead-letter topic with headers naming the rule and the source
+record. Offsets are in Spark's checkpoint and are committed after the batch's writes: a job
+killed mid-batch repeats that batch when restarted (at-least-once, see docs/pipeline.md).
+
+No Django import here either: :func:`pipeline.runner.pipeline_spec` turns the model into a :class:`PipelineSpec`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import StructType
+
+from .datasource import FORMAT_NAME, KafkaDataSource
+from .validation import RULE_COLUMN, records_validate, schema_record_type
+
+KafkaFormat = Literal["python", "kafka"]
+HEADERS_TYPE = "array<struct<key: string, value: binary>>"
+# Headers a dead letter carries on top of the record's own.
+RULE_HEADER = "sluice.rule"
+TOPIC_HEADER = "sluice.topic"
+PARTITION_HEADER = "sluice.partition"
+OFFSET_HEADER = "sluice.offset"
+METADATA_COLUMNS = ("_key", "_topic", "_partition", "_offset", "_timestamp")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class PipelineError(RuntimeError):
+    """The pipeline cannot run as configured, or its Spark query failed."""
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """Everything the Spark job needs to know about a pipeline."""
+
+    name: str
+    bootstrap: str
+    json_schema: Any
+    sink_topic: str
+    checkpoint_location: str
+    source_topic: str = ""
+    source_files: str = ""
+    source_format: str = "json"
+    sql: str = "SELECT * FROM input"
+    key_field: str = ""
+    header_fields: dict[str, str] = field(default_factory=dict)
+    dead_letter_topic: str = ""
+    trigger_seconds: int = 5
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """What one micro-batch did."""
+
+    batch_id: int
+    records_in: int
+    records_valid: int
+    records_invalid: int
+    rules: dict[str, int]
+
+    def __str__(self) -> str:
+        rules = ", ".join(f"{rule} {count}" for rule, count in sorted(self.rules.items()))
+        line = (
+            f"batch {self.batch_id}: {self.records_in} in, {self.records_valid} valid, {self.records_invalid} invalid"
+        )
+        return f"{line} ({rules})" if rules else line
+
+
+def spark_session(master: str, app_name: str = "sluice-pipeline") -> SparkSession:
+    """The SparkSession of this process (created on first use) with the Kafka data source registered."""
+    # Spark's Python workers must run this interpreter and import this project's modules.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.driver.memory", os.environ.get("SLUICE_SPARK_DRIVER_MEMORY", "1g"))
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel(os.environ.get("SLUICE_SPARK_LOG_LEVEL", "ERROR"))
+    session.dataSource.register(KafkaDataSource)
+    return session
+
+
+def source_stream(spark: SparkSession, spec: PipelineSpec, kafka_format: KafkaFormat) -> DataFrame:
+    """The pipeline's source as a stream of Kafka-shaped records (key, value, headers, topic, partition, offset...)."""
+    if spec.source_topic:
+        if kafka_format == "kafka":
+            raw = (
+                spark.readStream.format("kafka")
+                .option("kafka.bootstrap.servers", spec.bootstrap)
+                .option("subscribe", spec.source_topic)
+                .option("startingOffsets", "earliest")
+                .option("includeHeaders", "true")
+                .load()
+            )
+        else:
+            raw = (
+                spark.readStream.format(FORMAT_NAME)
+                .option("bootstrap", spec.bootstrap)
+                .option("topic", spec.source_topic)
+                .load()
+            )
+        return raw.select(
+            "key",
+            "value",
+            F.col("headers").cast(HEADERS_TYPE).alias("headers"),
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+        )
+    return _files_stream(spark, spec)
+
+
+def _files_stream(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
+    """Files as records: each JSON line, or each CSV or Parquet row turned into a JSON object, is a value."""
+    reader = spark.readStream
+    if spec.source_format == "json":
+        frame = reader.format("text").load(spec.source_files)
+        value = F.col("value")
+    else:
+        if spec.source_format == "csv":
+            columns = _csv_schema(spark, spec)
+            frame = reader.format("csv").option("header", "true").schema(columns).load(spec.source_files)
+        elif spec.source_format == "parquet":
+            try:
+                inferred = spark.read.parquet(spec.source_files).schema
+            except Exception as exc:
+                raise PipelineError(f"cannot read the Parquet schema of {spec.source_files}: {exc}") from exc
+            frame = reader.format("parquet").schema(inferred).load(spec.source_files)
+        else:
+            raise PipelineError(f"unknown file format {spec.source_format!r}")
+        value = F.to_json(F.struct(*[F.col(f"`{name}`") for name in frame.columns]))
+    return frame.select(
+        F.lit(None).cast("binary").alias("key"),
+        value.cast("binary").alias("value"),
+        F.lit(None).cast(HEADERS_TYPE).alias("headers"),
+        F.col("_metadata.file_path").alias("topic"),
+        F.lit(None).cast("int").alias("partition"),
+        F.lit(None).cast("bigint").alias("offset"),
+        F.col("_metadata.file_modification_time").alias("timestamp"),
+    )
+
+
+def _csv_schema(spark: SparkSession, spec: PipelineSpec) -> StructType:
+    """The columns of the CSV files' header line, typed as the schema says (arrays and objects as text).
+
+    Spark maps a given schema onto CSV columns by position, so it follows the header of the
+    files there now; files added later must share it. A cell that does not parse as its column's
+    type is read as NULL and left out of the JSON value: ``required`` is what catches it.
+    """
+    from pyspark.sql.types import ArrayType, StringType, StructField
+
+    try:
+        header = spark.read.option("header", "true").csv(spec.source_files).columns
+    except Exception as exc:
+        raise PipelineError(f"cannot read the CSV header of {spec.source_files}: {exc}") from exc
+    types = {f.name: f.dataType for f in schema_record_type(spec.json_schema).fields}
+    return StructType(
+        [
+            StructField(
+                name, StringType() if isinstance(types.get(name), ArrayType | StructType | None) else types[name]
+            )
+            for name in header
+        ]
+    )
+
+
+def records_shape(valid: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """Valid records as the ``input`` view: the schema's properties as typed columns, plus ``_key`` and friends."""
+    record_type = schema_record_type(spec.json_schema)
+    parsed = F.from_json(F.col("value").cast("string"), record_type)
+    return valid.select(
+        parsed.alias("_data"),
+        F.col("key").cast("string").alias("_key"),
+        F.col("topic").alias("_topic"),
+        F.col("partition").alias("_partition"),
+        F.col("offset").alias("_offset"),
+        F.col("timestamp").alias("_timestamp"),
+    ).select("_data.*", *METADATA_COLUMNS)
+
+
+def _header(name: str, value: Column) -> Column:
+    return F.struct(F.lit(name).alias("key"), value.cast("string").cast("binary").alias("value"))
+
+
+def sink_records(shaped: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """The SQL's output as Kafka records: JSON of the columns not starting with ``_``, key and headers by column."""
+    columns = shaped.columns
+    missing = [c for c in [spec.key_field, *spec.header_fields.values()] if c and c not in columns]
+    if missing:
+        raise PipelineError(f"the SQL of {spec.name} has no column {missing[0]!r} (columns: {', '.join(columns)})")
+    written = [F.col(f"`{c}`") for c in columns if not c.startswith("_")]
+    key = F.col(f"`{spec.key_field}`").cast("string").cast("binary") if spec.key_field else F.lit(None).cast("binary")
+    headers = [_header(name, F.col(f"`{column}`")) for name, column in spec.header_fields.items()]
+    return shaped.select(
+        key.alias("key"),
+        F.to_json(F.struct(*written)).cast("binary").alias("value"),
+        (F.array(*headers) if headers else F.lit(None)).cast(HEADERS_TYPE).alias("headers"),
+    )
+
+
+def dead_letter_records(invalid: DataFrame) -> DataFrame:
+    """Invalid records as they came, with headers naming the failed rule and where the record was read."""
+    extra = F.array(
+        _header(RULE_HEADER, F.col(RULE_COLUMN)),
+        _header(TOPIC_HEADER, F.col("topic")),
+        _header(PARTITION_HEADER, F.col("partition")),
+        _header(OFFSET_HEADER, F.col("offset")),
+    )
+    own = F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE))
+    return invalid.select("key", "value", F.concat(own, extra).alias("headers"))
+
+
+def records_write(records: DataFrame, spec: PipelineSpec, kafka_format: KafkaFormat) -> None:
+    """Produce ``records`` (key, value, headers, topic) with the selected Kafka format."""
+    if kafka_format == "kafka":
+        records.write.format("kafka").option("kafka.bootstrap.servers", spec.bootstrap).save()
+    else:
+        records.write.format(FORMAT_NAME).mode("append").option("bootstrap", spec.bootstrap).save()
+
+
+def batch_process(batch: DataFrame, batch_id: int, spec: PipelineSpec, kafka_format: KafkaFormat) -> BatchProgress:
+    """Validate, count, shape and write one micro-batch; returns its counts.
+
+    Valid records (to the sink) and dead letters go out in one Spark job, each row naming its topic.
+    """
+    checked = records_validate(batch, spec.json_schema).persist()
+    try:
+        by_rule = {row[0]: int(row[1]) for row in checked.groupBy(RULE_COLUMN).count().collect()}
+        valid = by_rule.pop(None, 0)
+        invalid = sum(by_rule.values())
+        outputs: list[DataFrame] = []
+        if valid:
+            shaped = records_shape(checked.filter(F.col(RULE_COLUMN).isNull()), spec)
+            shaped.createOrReplaceTempView("input")
+            output = batch.sparkSession.sql(spec.sql)
+            outputs.append(sink_records(output, spec).withColumn("topic", F.lit(spec.sink_topic)))
+        if invalid and spec.dead_letter_topic:
+            letters = dead_letter_records(checked.filter(F.col(RULE_COLUMN).isNotNull()))
+            outputs.append(letters.withColumn("topic", F.lit(spec.dead_letter_topic)))
+        if outputs:
+            records_write(functools.reduce(DataFrame.unionByName, outputs), spec, kafka_format)
+    finally:
+        checked.unpersist()
+    return BatchProgress(batch_id, valid + invalid, valid, invalid, by_rule)
+
+
+def pipeline_query(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    *,
+    once: bool,
+    kafka_format: KafkaFormat = "python",
+    on_batch: Callable[[BatchProgress], None] | None = None,
+    on_batch_start: Callable[[int], None] | None = None,
+) -> StreamingQuery:
+    """Start the streaming query: every ``trigger_seconds``, or once over what is there now (``availableNow``)."""
+    schema_record_type(spec.json_schema)  # fail before starting if the schema cannot give columns
+
+    def each_batch(batch: DataFrame, batch_id: int) -> None:
+        if on_batch_start is not None:
+            on_batch_start(batch_id)
+        progress = batch_process(batch, batch_id, spec, kafka_format)
+        if on_batch is not None:
+            on_batch(progress)
+
+    writer = (
+        source_stream(spark, spec, kafka_format)
+        .writeStream.queryName(f"pipeline_{spec.name}".replace("-", "_").replace(".", "_"))
+        .option("checkpointLocation", spec.checkpoint_location)
+        .foreachBatch(each_batch)
+    )
+    writer = (
+        writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{spec.trigger_seconds} seconds")
+    )
+    return writer.start()
+
+
+def pipeline_run(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    *,
+    once: bool,
+    kafka_format: KafkaFormat = "python",
+    on_batch: Callable[[BatchProgress], None] | None = None,
+    on_batch_start: Callable[[int], None] | None = None,
+) -> None:
+    """Run the pipeline until it is done (``once``) or stopped; Spark's failure becomes :class:`PipelineError`."""
+    try:
+        query = pipeline_query(
+            spark, spec, once=once, kafka_format=kafka_format, on_batch=on_batch, on_batch_start=on_batch_start
+        )
+    except PipelineError:
+        raise
+    except Exception as exc:  # e.g. Spark's kafka format without its connector on the classpath
+        raise PipelineError(f"pipeline {spec.name} could not start: {exc}") from exc
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+    except Exception as exc:
+        raise PipelineError(f"pipeline {spec.name} failed: {exc}") from exc
+    finally:
+        if query.isActive:
+            query.stop()

@@ -1,0 +1,44 @@
+"""``manage.py runpipeline NAME [--once] [--master URL] [--kafka-format python|kafka]`` (SPEC 7)."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+
+class Command(BaseCommand):
+    help = "Run a pipeline's Spark job: continuously at its trigger interval, or --once over what is there."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("name", help="The pipeline's name.")
+        parser.add_argument("--once", action="store_true", help="Process what is there now, then stop.")
+        parser.add_argument("--master", help="Spark master URL (default: SPARK_MASTER, else local[*]).")
+        parser.add_argument(
+            "--kafka-format",
+            choices=["python", "kafka"],
+            default="python",
+            help="python: Sluice's data source on confluent-kafka; kafka: Spark's connector (its jar must be there).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from pipeline.job import PipelineError
+        from pipeline.runner import pipeline_execute
+
+        def report(line: str) -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+        # SIGTERM stops the query like Ctrl-C does, so the run is recorded as ended.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        try:
+            pipeline_execute(
+                options["name"],
+                once=options["once"],
+                master=options["master"],
+                kafka_format=options["kafka_format"],
+                report=report,
+            )
+        except PipelineError as exc:
+            raise CommandError(str(exc)) from exc

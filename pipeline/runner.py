@@ -1,0 +1,89 @@
+"""Running a configured pipeline: its model turned into a job spec, its progress printed and recorded as a run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+
+from .job import BatchProgress, KafkaFormat, PipelineError, PipelineSpec, pipeline_run, spark_session
+from .models import Pipeline
+from .registry import RegistryError
+from .services import pipeline_run_finish, pipeline_run_progress, pipeline_run_start
+
+
+def pipeline_checkpoint(pipeline: Pipeline) -> str:
+    """The pipeline's checkpoint location: its own, or a directory named after it."""
+    if pipeline.checkpoint_location:
+        return pipeline.checkpoint_location
+    return str(Path(settings.SLUICE["PIPELINE_CHECKPOINT_DIR"]) / pipeline.name)
+
+
+def pipeline_spec(pipeline: Pipeline, bootstrap: str) -> PipelineSpec:
+    """What the Spark job needs from the model (the schema resolved, registry included)."""
+    try:
+        json_schema = pipeline.json_schema_resolved()
+    except RegistryError as exc:
+        raise PipelineError(str(exc)) from exc
+    return PipelineSpec(
+        name=pipeline.name,
+        bootstrap=bootstrap,
+        json_schema=json_schema,
+        sink_topic=pipeline.sink_topic,
+        checkpoint_location=pipeline_checkpoint(pipeline),
+        source_topic=pipeline.source_topic if pipeline.source_kind == Pipeline.SourceKind.KAFKA else "",
+        source_files=pipeline.source_files if pipeline.source_kind == Pipeline.SourceKind.FILES else "",
+        source_format=pipeline.source_format,
+        sql=pipeline.sql,
+        key_field=pipeline.key_field,
+        header_fields=dict(pipeline.header_fields or {}),
+        dead_letter_topic=pipeline.dead_letter_topic,
+        trigger_seconds=pipeline.trigger_seconds,
+    )
+
+
+def pipeline_execute(
+    name: str,
+    *,
+    once: bool,
+    master: str | None = None,
+    kafka_format: KafkaFormat = "python",
+    report: Callable[[str], None] = print,
+) -> None:
+    """Run the pipeline called ``name``, printing each batch's counts and keeping them on a :class:`PipelineRun`."""
+    try:
+        pipeline = Pipeline.objects.select_related("schema").get(name=name)
+    except Pipeline.DoesNotExist:
+        raise PipelineError(f"there is no pipeline called {name!r}") from None
+    if not pipeline.enabled:
+        raise PipelineError(f"pipeline {name!r} is disabled")
+    bootstrap = settings.SLUICE["KAFKA_BOOTSTRAP_SERVERS"]
+    if not bootstrap:
+        raise PipelineError("KAFKA_BOOTSTRAP_SERVERS is not set")
+    spec = pipeline_spec(pipeline, bootstrap)
+    spark = spark_session(master or settings.SLUICE["SPARK_MASTER"], app_name=f"sluice-pipeline-{name}")
+    run = pipeline_run_start(pipeline=pipeline, once=once)
+    report(f"pipeline {name}: run {run.pk} started ({'once' if once else 'continuous'}, {kafka_format} Kafka format)")
+
+    def on_batch_start(batch_id: int) -> None:
+        report(f"batch {batch_id}: started")
+
+    def on_batch(progress: BatchProgress) -> None:
+        report(str(progress))
+        pipeline_run_progress(
+            run=run,
+            records_in=progress.records_in,
+            records_valid=progress.records_valid,
+            records_invalid=progress.records_invalid,
+        )
+
+    try:
+        pipeline_run(
+            spark, spec, once=once, kafka_format=kafka_format, on_batch=on_batch, on_batch_start=on_batch_start
+        )
+    except Exception as exc:
+        pipeline_run_finish(run=run, error=str(exc)[:10_000])
+        raise
+    pipeline_run_finish(run=run)
+    report(f"pipeline {name}: run {run.pk} finished")

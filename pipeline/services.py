@@ -1,0 +1,47 @@
+"""Writes to pipeline configuration and run records: the one path the admin, commands and API share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from project.records import model_upsert
+from streams.models import Schema
+
+from .models import Pipeline, PipelineRun
+
+
+@transaction.atomic
+def pipeline_upsert(*, name: str, **fields: Any) -> Pipeline:
+    """Create or update the pipeline called ``name`` (validated like the admin form).
+
+    ``schema`` may be a :class:`Schema`, its name (``Schema.DoesNotExist`` if there is none) or None.
+    """
+    if isinstance(fields.get("schema"), str):
+        fields["schema"] = Schema.objects.get(name=fields["schema"])
+    return model_upsert(Pipeline, {"name": name}, fields)
+
+
+def pipeline_run_start(*, pipeline: Pipeline, once: bool) -> PipelineRun:
+    """Record a new run; runs of the pipeline still marked running ended without saying so."""
+    pipeline.runs.filter(status=PipelineRun.Status.RUNNING).update(status=PipelineRun.Status.INTERRUPTED)
+    return PipelineRun.objects.create(pipeline=pipeline, once=once)
+
+
+def pipeline_run_progress(*, run: PipelineRun, records_in: int, records_valid: int, records_invalid: int) -> None:
+    """Add one batch's counts to the run."""
+    PipelineRun.objects.filter(pk=run.pk).update(
+        batches=F("batches") + 1,
+        records_in=F("records_in") + records_in,
+        records_valid=F("records_valid") + records_valid,
+        records_invalid=F("records_invalid") + records_invalid,
+    )
+
+
+def pipeline_run_finish(*, run: PipelineRun, error: str = "") -> None:
+    """Record how the run ended."""
+    status = PipelineRun.Status.FAILED if error else PipelineRun.Status.SUCCEEDED
+    PipelineRun.objects.filter(pk=run.pk).update(status=status, finished=timezone.now(), error=error)

@@ -1,0 +1,195 @@
+"""The pipeline on real local Spark and the real broker, killed mid-batch and restarted (at-least-once)."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+
+from pipeline.datasource import partition_ends, topic_partitions
+from pipeline.job import OFFSET_HEADER, PARTITION_HEADER, RULE_HEADER, TOPIC_HEADER
+from pipeline.models import PipelineRun
+from pipeline.services import pipeline_upsert
+from tests.conftest import ROOT, gateway_env
+from tests.pipeline.records import SCORE_SCHEMA, SCORE_SQL, raw_scores, records_produce, topic_read
+from tests.polling import condition_wait
+
+pytestmark = [pytest.mark.slow]
+
+TOTAL = 5000
+PARTITIONS = 3
+
+
+class PipelineProcess:
+    """``manage.py runpipeline`` in a subprocess, its output collected line by line."""
+
+    def __init__(self, env: dict[str, str], *args: str) -> None:
+        self.lines: list[str] = []
+        self.process = subprocess.Popen(
+            [sys.executable, "-u", str(ROOT / "manage.py"), "runpipeline", *args, "--master", "local[2]"],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self._pump = threading.Thread(target=self._read, daemon=True)
+        self._pump.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def batches_started(self) -> list[int]:
+        return [int(m.group(1)) for line in list(self.lines) if (m := re.match(r"batch (\d+): started", line))]
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"runpipeline did not finish within {timeout}s:\n{self.output()}") from None
+
+
+def sink_size(bootstrap: str, topic: str) -> int:
+    """Records in ``topic`` now (all partitions)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sluice-tests", "enable.partition.eof": True})
+    try:
+        return sum(partition_ends(consumer, topic, topic_partitions(consumer, topic)).values())
+    finally:
+        consumer.close()
+
+
+def batch_finished(output: str, batch: int) -> bool:
+    return re.search(rf"^batch {batch}: \d+ in", output, re.MULTILINE) is not None
+
+
+def planned_range(checkpoint: Path, batch: int) -> dict[int, tuple[int, int]]:
+    """Source offsets ``[start, end)`` per partition that Spark planned for ``batch`` (its offsets log)."""
+
+    def ends(number: int) -> dict[int, int]:
+        if number < 0:
+            return {}
+        source = (checkpoint / "offsets" / str(number)).read_text().splitlines()[2]
+        return {int(p): o for p, o in json.loads(source)["partitions"].items()}
+
+    before, after = ends(batch - 1), ends(batch)
+    return {p: (before.get(p, 0), end) for p, end in after.items()}
+
+
+@pytest.mark.timeout(600)  # two Spark processes, one after the other, on a shared machine
+def test_kill_mid_batch_and_restart_loses_nothing(stream_db: None, kafka: Any, tmp_path: Path) -> None:
+    raw = kafka.topic(partitions=PARTITIONS, prefix="raw")
+    sink = kafka.topic(partitions=PARTITIONS, prefix="sink")
+    dead = kafka.topic(prefix="dlq")
+    checkpoint = tmp_path / "checkpoint"
+    pipeline_upsert(
+        name="scores-kill",
+        source_topic=raw,
+        json_schema=SCORE_SCHEMA,
+        sql=SCORE_SQL,
+        key_field="match",
+        header_fields={"league": "league"},
+        sink_topic=sink,
+        dead_letter_topic=dead,
+        trigger_seconds=1,
+        checkpoint_location=str(checkpoint),
+    )
+    records = raw_scores(TOTAL)
+    assert sum(r.rule is not None for r in records) == TOTAL // 20  # 5% invalid
+    env = gateway_env(kafka)
+    # The first records are there before the job starts; the rest arrive in waves while it runs.
+    records_produce(kafka.bootstrap, raw, records[:1500], PARTITIONS)
+    first = PipelineProcess(env, "scores-kill")
+    done_producing = threading.Event()
+
+    def produce_rest() -> None:
+        for start in range(1500, TOTAL, 250):
+            if done_producing.wait(0.4):
+                break
+            records_produce(kafka.bootstrap, raw, records[start : start + 250], PARTITIONS)
+        done_producing.set()
+
+    producer = threading.Thread(target=produce_rest, daemon=True)
+    try:
+        condition_wait(lambda: 0 in first.batches_started(), within=120, what=lambda: f"batch 0:\n{first.output()}")
+        producer.start()
+        started = condition_wait(
+            lambda: max(first.batches_started()) if max(first.batches_started()) >= 1 else None,
+            within=120,
+            what="a second batch",
+        )
+        # Kill once that batch's writes reach the broker (so the replay can duplicate), or when it
+        # has finished, whichever is first.
+        written = sink_size(kafka.bootstrap, sink)
+        condition_wait(
+            lambda: sink_size(kafka.bootstrap, sink) > written or batch_finished(first.output(), started),
+            within=120,
+            what=f"batch {started} to write",
+            interval=0.02,
+        )
+        first.kill()
+    finally:
+        if first.process.poll() is None:
+            first.kill()
+    # The last batch started is the one in flight (if it had finished, its commit may still have been
+    # missing: either way Spark replays only that batch).
+    interrupted = max(first.batches_started())
+    producer.join(60)
+    if not all(r.offset >= 0 for r in records):
+        records_produce(kafka.bootstrap, raw, [r for r in records if r.offset < 0], PARTITIONS)
+
+    second = PipelineProcess(env, "scores-kill", "--once")
+    assert second.wait(240) == 0, second.output()
+
+    by_position = {(r.partition, r.offset): r for r in records}
+    valid = {r.seq for r in records if r.rule is None}
+    out = topic_read(kafka.bootstrap, sink)
+    seen = Counter(r.json()["seq"] for r in out)
+    assert set(seen) == valid  # every valid record, nothing invalid
+    for record in out:
+        value = record.json()
+        assert record.key == value["match"].encode()
+        assert record.headers["league"] == value["league"].encode()
+        assert by_position[(value["src_partition"], value["src_offset"])].seq == value["seq"]
+    # Duplicates can only come from the batch the kill interrupted (Spark replays it from its offsets log).
+    replayed = planned_range(checkpoint, interrupted)
+    for record in out:
+        value = record.json()
+        if seen[value["seq"]] > 1:
+            start, end = replayed.get(value["src_partition"], (0, 0))
+            assert start <= value["src_offset"] < end, (value, replayed)
+    assert all(count <= 2 for count in seen.values())
+
+    letters = topic_read(kafka.bootstrap, dead)
+    rules: dict[int, str] = {}
+    for letter in letters:
+        assert letter.headers[TOPIC_HEADER] == raw.encode()
+        source = by_position[(int(letter.headers[PARTITION_HEADER]), int(letter.headers[OFFSET_HEADER]))]
+        assert letter.value == source.value
+        assert letter.headers["origin"] == b"test"  # the record's own headers are kept
+        rules[source.seq] = letter.headers[RULE_HEADER].decode()
+    assert rules == {r.seq: r.rule for r in records if r.rule is not None}
+
+    runs = list(PipelineRun.objects.filter(pipeline__name="scores-kill").order_by("started", "id"))
+    assert [r.status for r in runs] == ["interrupted", "succeeded"]
+    assert sum(r.records_in for r in runs) >= TOTAL - 1500  # the first run's last batch was lost with it
+    assert runs[1].records_valid + runs[1].records_invalid == runs[1].records_in
