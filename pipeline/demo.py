@@ -10,15 +10,22 @@ ts}`` keyed by match, with a ``league`` header.
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
+from django.conf import settings
 
 from streams.broker import topic_ensure
+from streams.processes import process_stop
 
 from .models import Pipeline
 from .services import pipeline_upsert
@@ -28,6 +35,9 @@ DEMO_RAW_TOPIC = "demo.scores.raw"
 DEMO_SINK_TOPIC = "demo.scores"
 DEMO_DEAD_LETTER_TOPIC = "demo.scores.invalid"
 DEMO_PARTITIONS = 3
+# Where `runstreams --demo` sends the pipeline's output (its own topic, so the direct demo feed stays apart).
+DEMO_PIPELINE_TOPIC = "demo.pipeline.scores"
+DEMO_PIPELINE_ROUTE = "/demo/pipeline/leagues/{league}"
 
 DEMO_RAW_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -168,3 +178,34 @@ def demo_pipeline_setup(
     if start_producer:
         producer.start()
     return pipeline, producer
+
+
+class DemoPipelineJob:
+    """``manage.py runpipeline NAME`` in a child process, for as long as the demo runs (output to a log file)."""
+
+    def __init__(self, name: str, bootstrap: str, log: Path, cleanup: str = "") -> None:
+        self.name = name
+        self.cleanup = cleanup  # a directory (the run's checkpoint) removed once the job has stopped
+        self.bootstrap = bootstrap
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> DemoPipelineJob:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "PYSPARK_PYTHON": sys.executable}
+        with open(self.log, "ab") as output:
+            self.process = subprocess.Popen(
+                [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "runpipeline", self.name],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            process_stop(self.process, timeout=30)
+            self.process = None
+        if self.cleanup:
+            shutil.rmtree(self.cleanup, ignore_errors=True)

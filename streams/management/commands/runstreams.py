@@ -53,7 +53,7 @@ class Command(BaseCommand):
         if options["workers"] > 1 and (options["tls_cert"] or options["self_signed"]):
             raise CommandError("--workers above 1 serves plain HTTP only; terminate TLS in front, or use one worker")
         broker: EmbeddedBroker | None = None
-        producer = None
+        running: list[Any] = []  # demo feeds and jobs, each with stop()
         if not settings.SLUICE["KAFKA_BOOTSTRAP_SERVERS"]:
             try:
                 broker = EmbeddedBroker().start()
@@ -66,7 +66,7 @@ class Command(BaseCommand):
             )
         try:
             if options["demo"]:
-                producer = self._demo_setup()
+                running = self._demo_setup()
             if options["workers"] > 1:
                 self._supervise(options)
             else:
@@ -75,8 +75,8 @@ class Command(BaseCommand):
             from streams.runtime import hub_registry_stop
 
             hub_registry_stop()
-            if producer is not None:
-                producer.stop()
+            for part in reversed(running):
+                part.stop()
             if broker is not None:
                 broker.stop()
                 self.stdout.write("Embedded broker stopped.")
@@ -128,7 +128,38 @@ class Command(BaseCommand):
             password = secrets.token_urlsafe(12)
             user_model.objects.create_superuser("admin", "admin@localhost", password)
             self.stdout.write(f"Demo admin: user 'admin', password '{password}' (shown once)")
-        return DemoProducer(bootstrap).start()
+        running: list[Any] = [DemoProducer(bootstrap).start()]
+        if os.environ.get("SLUICE_DEMO_PIPELINE", "1") == "0":
+            return running
+        if shutil.which("java") is None:
+            self.stdout.write("No java on PATH: the Spark pipeline part of the demo is left out.")
+            return running
+        return running + self._demo_pipeline(bootstrap)
+
+    def _demo_pipeline(self, bootstrap: str) -> list[Any]:
+        """Raw match reports -> the Spark pipeline ``demo-scores`` -> a topic with its own route."""
+        from pipeline.demo import DEMO_PIPELINE_ROUTE, DEMO_PIPELINE_TOPIC, DemoPipelineJob, demo_pipeline_setup
+        from streams.services import route_upsert, topic_upsert
+
+        # A fresh checkpoint each run: the embedded broker starts empty, old offsets would point past its end.
+        checkpoint = tempfile.mkdtemp(prefix="sluice-demo-pipeline-")
+        pipeline, raw = demo_pipeline_setup(bootstrap, sink_topic=DEMO_PIPELINE_TOPIC, checkpoint_location=checkpoint)
+        topic_upsert(name=DEMO_PIPELINE_TOPIC, description="Demo: scores shaped by the Spark pipeline")
+        route_upsert(
+            path=DEMO_PIPELINE_ROUTE,
+            topic=DEMO_PIPELINE_TOPIC,
+            allow_since=True,
+            filters=[{"headers": {"league": "${params.league}"}}],
+            description="Raw match reports validated and shaped by Spark (pipeline demo-scores), one league",
+            order=40,
+        )
+        log = Path(settings.BASE_DIR) / "var" / "demo-pipeline.log"
+        job = DemoPipelineJob(pipeline.name, bootstrap, log, cleanup=checkpoint).start()
+        self.stdout.write(
+            f"Spark pipeline {pipeline.name} starting (log: {log}); "
+            f"its output streams on {DEMO_PIPELINE_ROUTE} once Spark is up (about a minute)"
+        )
+        return [raw, job]
 
     def _supervise(self, options: dict[str, Any]) -> None:
         from streams.workers import Supervisor, listening_socket
