@@ -135,6 +135,8 @@ SLUICE = {
     "HUB_IDLE_SECONDS": env.float("SLUICE_HUB_IDLE_SECONDS", default=300.0),
     # Concurrent catch-up reads from Kafka (resumes older than the cache) per worker.
     "BACKLOG_READERS": env.int("SLUICE_BACKLOG_READERS", default=4),
+    # On SIGTERM, how long open streams and their connections get to end cleanly before the process exits.
+    "SHUTDOWN_SECONDS": env.float("SLUICE_SHUTDOWN_SECONDS", default=5.0),
     # The development token issuer (POST /auth/token for signed-in users; `runstreams --demo`
     # registers its key as the `demo` guard). Off unless DEBUG, or set explicitly.
     "DEV_ISSUER": env.bool("SLUICE_DEV_ISSUER", default=DEBUG),

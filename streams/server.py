@@ -134,3 +134,14 @@ class FlowServer(Server):
         if scope.get("type") == "http" and isinstance(protocol, http.Request):
             scope.setdefault("extensions", {})["sluice.flow"] = RequestFlow(protocol)
         return super().create_application(protocol, scope)
+
+
+def request_transports(connections: dict[Any, Any]) -> list[Any]:
+    """The transports carrying daphne's current requests (``Server.connections`` keys)."""
+    transports = []
+    for protocol in connections:
+        channel = getattr(protocol, "channel", None)
+        transport = getattr(channel, "transport", None)
+        if transport is not None and transport not in transports:
+            transports.append(transport)
+    return transports

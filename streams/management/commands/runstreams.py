@@ -148,8 +148,9 @@ class Command(BaseCommand):
     def _serve(self, options: dict[str, Any]) -> None:
         from channels.routing import get_default_application
 
-        from streams.runtime import runtime_stop
-        from streams.server import FlowServer, reactor
+        from streams.runtime import open_streams_if_started, runtime_stop
+        from streams.server import FlowServer, reactor, request_transports
+        from streams.shutdown import GracefulShutdown
 
         host, port = options["host"], options["port"]
         interface = host.replace(":", r"\:")
@@ -183,6 +184,15 @@ class Command(BaseCommand):
             server.adopt_socket(options["listen_fd"])
         # While the loop still runs: the re-authorization listener is a task on it.
         cast(Any, reactor).addSystemEventTrigger("before", "shutdown", runtime_stop)
+        shutdown = GracefulShutdown(
+            streams=open_streams_if_started,
+            listeners=lambda: list(server.listeners),
+            transports=lambda: request_transports(server.connections),
+            stop=cast(Any, reactor).stop,
+            timeout=settings.SLUICE["SHUTDOWN_SECONDS"],
+        )
+        # After Twisted put in its own handlers, which would stop the reactor at once.
+        cast(Any, reactor).callWhenRunning(shutdown.install)
         server.run()
 
 
