@@ -60,7 +60,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         return
     write = terminalreporter.write_line
     terminalreporter.section("fault scenarios")
-    write(f"{'scenario':<34} {'clients':>7} {'produced':>8} {'checked':>9} {'lost':>5} {'dup':>4} {'order':>5} {'max recovery':>12}")
+    write(
+        f"{'scenario':<34} {'clients':>7} {'produced':>8} {'checked':>9} {'lost':>5} {'dup':>4} {'order':>5}"
+        f" {'max recovery':>12}"
+    )
     for r in RESULTS:
         v = r.verdict
         write(

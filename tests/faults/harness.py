@@ -13,6 +13,7 @@ nothing twice, and per partition in offset order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import threading
@@ -41,7 +42,8 @@ class LedgerProducer(threading.Thread):
         self.rate = rate
         self.pad = "x" * pad
         self.sent = 0
-        self.delivered: dict[int, list[tuple[int, int]]] = {p: [] for p in range(PARTITIONS)}  # partition -> (offset, seq)
+        # partition -> [(offset, seq)], from the delivery reports
+        self.delivered: dict[int, list[tuple[int, int]]] = {p: [] for p in range(PARTITIONS)}
         self.errors: list[str] = []
         self._halt = threading.Event()
 
@@ -128,10 +130,8 @@ class ResumingClient:
             self._writer.close()
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
 
     def has_all(self, expected: dict[int, list[int]]) -> bool:
         wanted = sum(len(v) for v in expected.values())

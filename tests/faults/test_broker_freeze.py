@@ -53,8 +53,7 @@ async def test_frozen_broker_keeps_streams_open_refuses_new_ones_and_loses_nothi
     topic_ensure(own_broker.bootstrap, topic, PARTITIONS)
     topic_ensure(own_broker.bootstrap, fresh, 1)
     paths = fault_paths(topic)
-    fault_paths(fresh, 0)
-    fresh_path = [p for p, _ in fault_paths(fresh, 1)][0]
+    fresh_path = next(p for p, _ in fault_paths(fresh, 1))
     gateway = gateway_factory(KAFKA_BOOTSTRAP_SERVERS=own_broker.bootstrap, SLUICE_KAFKA_TIMEOUT="2")
     producer = LedgerProducer(own_broker.bootstrap, topic)
     producer.start()
