@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -106,8 +107,12 @@ class ClientStats:
 class ResumingClient:
     """One browser-like client: reconnects with ``Last-Event-ID`` until told to stop."""
 
-    def __init__(self, port: int, path: str, group: str | None, read_delay: float = 0.0) -> None:
+    def __init__(
+        self, port: int, path: str, group: str | None, read_delay: float = 0.0, fast_after_cut: bool = False
+    ) -> None:
         self.port = port
+        self.fast_after_cut = fast_after_cut  # a slow reader that, once cut, reads at full speed
+        self.cut_at: float | None = None
         self.path = path
         self.group = group
         self.read_delay = read_delay  # seconds to wait between 1 KB reads (a slow reader); 0 = as fast as it can
@@ -143,6 +148,9 @@ class ResumingClient:
                 await self._session()
             except (OSError, asyncio.IncompleteReadError, ValueError):
                 self.stats.abrupt_ends += 1
+                if self.fast_after_cut and self.cut_at is None:
+                    self.read_delay = 0.0
+                    self.cut_at = time.time()
             finally:
                 if self._writer is not None:
                     self._writer.close()
@@ -154,15 +162,11 @@ class ResumingClient:
 
     async def _session(self) -> None:
         try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", self.port, limit=1 << 20)
+            reader, writer = await self._connect()
         except OSError:
             self.stats.refused += 1
             return
         self._writer = writer
-        if self.read_delay:
-            sock = writer.get_extra_info("socket")
-            sock.setsockopt(__import__("socket").SOL_SOCKET, __import__("socket").SO_RCVBUF, 4096)
-            writer.transport.set_write_buffer_limits(0)
         head = f"GET {self.path} HTTP/1.1\r\nhost: 127.0.0.1\r\naccept: text/event-stream\r\n"
         if self.last_id is not None:
             head += f"last-event-id: {self.last_id}\r\n"
@@ -192,6 +196,20 @@ class ResumingClient:
             *frames, buffer = buffer.split(b"\n\n")
             for frame in frames:
                 self._frame(frame)
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if not self.read_delay:
+            return await asyncio.open_connection("127.0.0.1", self.port, limit=1 << 20)
+        # A slow reader: a small receive window (set before connecting) and small reads.
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        try:
+            await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", self.port))
+        except OSError:
+            sock.close()
+            raise
+        return await asyncio.open_connection(sock=sock, limit=1024)
 
     async def _read(self, reader: asyncio.StreamReader, count: int) -> bytes:
         if not self.read_delay:
