@@ -61,13 +61,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     write = terminalreporter.write_line
     terminalreporter.section("fault scenarios")
     write(
-        f"{'scenario':<34} {'clients':>7} {'produced':>8} {'checked':>9} {'lost':>5} {'dup':>4} {'order':>5}"
+        f"{'scenario':<44} {'clients':>7} {'produced':>8} {'checked':>9} {'lost':>5} {'dup':>4} {'order':>5}"
         f" {'max recovery':>12}"
     )
     for r in RESULTS:
         v = r.verdict
         write(
-            f"{r.name:<34} {r.clients:>7} {r.produced:>8} {v.messages:>9} {v.lost:>5} {v.duplicated:>4}"
+            f"{r.name:<44} {r.clients:>7} {r.produced:>8} {v.messages:>9} {v.lost:>5} {v.duplicated:>4}"
             f" {v.out_of_order:>5} {r.max_recovery:>11.2f}s  {r.notes}"
         )
     write(
