@@ -43,7 +43,7 @@ def exchange(port: int, raw: bytes) -> tuple[int | None, bytes]:
         with contextlib.suppress(OSError):
             while chunk := sock.recv(65536):
                 out += chunk
-                if len(out) > 1 << 20 or b"text/event-stream" in out and b"\r\n\r\n" in out:
+                if len(out) > 1 << 20 or (b"text/event-stream" in out and b"\r\n\r\n" in out):
                     break
     TRIED["http: requests sent"] += 1
     status: int | None = None
@@ -106,7 +106,10 @@ CASES: list[tuple[str, Callable[[str], bytes]]] = [
     ("Last-Event-ID invalid UTF-8", lambda p: request(b"GET", p.encode(), [(b"last-event-id", b"\xff\xfe")])),
     ("Last-Event-ID nested JSON", lambda p: request(b"GET", p.encode(), [(b"last-event-id", b"[" * 1000)])),
     ("Last-Event-ID huge partition count", lambda p: request(b"GET", p.encode(), [(b"last-event-id", b"Af____8P")])),
-    ("Last-Event-ID absurd offset", lambda p: request(b"GET", p.encode(), [(b"last-event-id", b"AQIA_____________wE=")])),
+    (
+        "Last-Event-ID absurd offset",
+        lambda p: request(b"GET", p.encode(), [(b"last-event-id", b"AQIA_____________wE=")]),
+    ),
     ("Last-Event-ID partition 10^6", lambda p: request(b"GET", p.encode(), [(b"last-event-id", b"AQKAiXoA")])),
     ("lastEventId query of 1 MB", lambda p: request(b"GET", p.encode() + b"?lastEventId=" + b"A" * 1_000_000)),
     ("since absurd", lambda p: request(b"GET", p.encode() + b"?since=99999999999999999999999999")),
@@ -117,9 +120,15 @@ CASES: list[tuple[str, Callable[[str], bytes]]] = [
     ("bad chunk size", lambda p: request(b"POST", p.encode(), [(b"transfer-encoding", b"chunked")], b"zz\r\n")),
     ("negative content-length", lambda p: request(b"POST", p.encode(), [(b"content-length", b"-1")])),
     ("content-length not a number", lambda p: request(b"POST", p.encode(), [(b"content-length", b"ten")])),
-    ("two content-lengths", lambda p: request(b"POST", p.encode(), [(b"content-length", b"1"), (b"content-length", b"2")], b"ab")),
+    (
+        "two content-lengths",
+        lambda p: request(b"POST", p.encode(), [(b"content-length", b"1"), (b"content-length", b"2")], b"ab"),
+    ),
     ("content-length 10^30", lambda p: request(b"POST", p.encode(), [(b"content-length", b"1" + b"0" * 30)])),
-    ("authorization of 1 MB", lambda p: request(b"GET", p.encode(), [(b"authorization", b"Bearer " + b"a" * 1_000_000)])),
+    (
+        "authorization of 1 MB",
+        lambda p: request(b"GET", p.encode(), [(b"authorization", b"Bearer " + b"a" * 1_000_000)]),
+    ),
     ("cookie of 200 KB", lambda p: request(b"GET", p.encode(), [(b"cookie", b"jwt=" + b"a" * 200_000)])),
     ("admin with bad session cookie", lambda p: request(b"GET", b"/admin/", [(b"cookie", b"sessionid=\xff\x00;;;=")])),
     ("HEAD on a stream", lambda p: request(b"HEAD", p.encode())),
