@@ -156,7 +156,7 @@ def test_malformed_requests(target: tuple[Gateway, str]) -> None:
 def test_arbitrary_request_bytes(
     target: tuple[Gateway, str], method: bytes, suffix: bytes, headers: list[tuple[bytes, bytes]]
 ) -> None:
-    gateway, path = target
+    gateway, _path = target
     # A real stream would stay open: HEAD and bodies of arbitrary methods are fine, GET on the stream is not.
     raw = request(method, b"/hostile-nothing/" + suffix, headers)
     status, body = exchange(gateway.port, raw)
@@ -179,7 +179,7 @@ def test_half_sent_requests_and_connection_floods(target: tuple[Gateway, str]) -
     async def flood(count: int) -> int:
         async def one(n: int) -> None:
             try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+                _reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
             except OSError:
                 return
             if n % 3 == 1:
