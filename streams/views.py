@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import threading
+from pathlib import Path
+
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -36,8 +42,25 @@ def healthz(request: HttpRequest) -> JsonResponse:
     )
 
 
-def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus text exposition of the hubs of this worker process."""
+def process_gauges() -> dict[str, tuple[str, int]]:
+    """What a leak would grow in this worker process: tasks, descriptors, threads and resident memory (Linux)."""
+    gauges: dict[str, tuple[str, int]] = {}
+    try:
+        tasks = len(asyncio.all_tasks())
+    except RuntimeError:  # no running loop (a synchronous test client)
+        tasks = 0
+    gauges["sluice_asyncio_tasks"] = ("Asyncio tasks on this worker's loop.", tasks)
+    gauges["sluice_threads"] = ("Threads in this worker.", threading.active_count())
+    with contextlib.suppress(OSError):
+        gauges["sluice_open_fds"] = ("Open file descriptors.", len(os.listdir("/proc/self/fd")))
+    with contextlib.suppress(OSError, ValueError):
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        gauges["sluice_rss_bytes"] = ("Resident set size.", pages * os.sysconf("SC_PAGE_SIZE"))
+    return gauges
+
+
+async def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text exposition of the hubs of this worker process (async: it counts the loop's tasks)."""
     registry = hub_registry_if_started()
     hubs = dict(registry.hubs) if registry is not None else {}
     lines = [
@@ -45,6 +68,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
         "# TYPE sluice_kafka_consumers gauge",
         f"sluice_kafka_consumers {len(hubs)}",
     ]
+    for name, (help_text, amount) in process_gauges().items():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {amount}"]
     series = {
         "sluice_subscribers": ("gauge", "Open streams.", lambda h: len(h.live) + len(h.catching_up)),
         "sluice_subscribers_catching_up": ("gauge", "Streams reading history.", lambda h: len(h.catching_up)),

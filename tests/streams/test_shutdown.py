@@ -80,3 +80,16 @@ async def test_sigterm_finishes_each_stream_then_exits(gateway_factory: Callable
     assert ended_in < 10.0
     for _, writer in streams:
         writer.close()
+
+
+async def test_metrics_count_the_workers_tasks_descriptors_and_memory(gateway: Gateway) -> None:
+    import httpx
+
+    from tests.metrics import metrics_parse
+
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        values = metrics_parse((await http.get("/metrics")).text)
+    assert values["sluice_asyncio_tasks"] >= 1  # counted on the serving loop, not a thread's
+    assert values["sluice_open_fds"] > 3
+    assert values["sluice_threads"] >= 1
+    assert values["sluice_rss_bytes"] > 10 * 1024 * 1024
