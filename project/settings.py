@@ -135,6 +135,8 @@ SLUICE = {
     "HUB_IDLE_SECONDS": env.float("SLUICE_HUB_IDLE_SECONDS", default=300.0),
     # Concurrent catch-up reads from Kafka (resumes older than the cache) per worker.
     "BACKLOG_READERS": env.int("SLUICE_BACKLOG_READERS", default=4),
+    # Open streams one client address may hold in one worker process (429 past it); 0 means no limit.
+    "MAX_STREAMS_PER_ADDRESS": env.int("SLUICE_MAX_STREAMS_PER_ADDRESS", default=200),
     # On SIGTERM, how long open streams and their connections get to end cleanly before the process exits.
     "SHUTDOWN_SECONDS": env.float("SLUICE_SHUTDOWN_SECONDS", default=5.0),
     # The development token issuer (POST /auth/token for signed-in users; `runstreams --demo`

@@ -86,3 +86,10 @@ class ReauthorizationUnavailable(StreamError):
 
     status = 503
     code = "reauthorization_unavailable"
+
+
+class TooManyStreams(StreamError):
+    """An address at its limit of open streams (``MAX_STREAMS_PER_ADDRESS``)."""
+
+    status = 429
+    code = "too_many_streams"
