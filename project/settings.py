@@ -12,6 +12,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from .security import HSTS_SECONDS_DEFAULT, tls_settings
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env(
@@ -71,6 +73,14 @@ TEMPLATES = [
         },
     },
 ]
+
+# Served over TLS (directly with runstreams --tls-cert, or behind a TLS proxy): HSTS and secure cookies.
+TLS: bool = env.bool("SLUICE_TLS", default=False)
+if TLS:
+    globals().update(tls_settings(hsts_seconds=env.int("SLUICE_HSTS_SECONDS", default=HSTS_SECONDS_DEFAULT)))
+if env.bool("SLUICE_TRUST_X_FORWARDED_PROTO", default=False):
+    # Only behind a proxy that sets the header itself: a client could forge it otherwise.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 WSGI_APPLICATION = None
 ASGI_APPLICATION = "project.asgi.application"

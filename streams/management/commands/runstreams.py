@@ -42,6 +42,8 @@ class Command(BaseCommand):
             raise CommandError("--workers must be at least 1")
         if options["workers"] > 1 and options["tls_cert"]:
             raise CommandError("--workers above 1 serves plain HTTP only; terminate TLS in front, or use one worker")
+        if options["tls_cert"]:
+            self._tls_on()
         broker: EmbeddedBroker | None = None
         producer = None
         if not settings.SLUICE["KAFKA_BOOTSTRAP_SERVERS"]:
@@ -70,6 +72,16 @@ class Command(BaseCommand):
             if broker is not None:
                 broker.stop()
                 self.stdout.write("Embedded broker stopped.")
+
+    @staticmethod
+    def _tls_on() -> None:
+        """HSTS and HTTPS-only cookies, before the application (and its middleware) is built."""
+        from project.security import tls_settings
+
+        os.environ["SLUICE_TLS"] = "1"
+        hsts = int(os.environ.get("SLUICE_HSTS_SECONDS", "0")) or None
+        for name, value in (tls_settings(hsts_seconds=hsts) if hsts else tls_settings()).items():
+            setattr(settings, name, value)
 
     def _demo_setup(self) -> Any:
         from django.contrib.auth import get_user_model
