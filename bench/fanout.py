@@ -452,6 +452,8 @@ class Gateway:
                 "DATABASE_URL": database_url,
                 "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
                 "SLUICE_DEV": "1",
+                # Every load client is on loopback.
+                "SLUICE_MAX_STREAMS_PER_ADDRESS": "0",
                 "PYTHONUNBUFFERED": "1",
             }
         )

@@ -17,6 +17,9 @@ from jwt.types import Options
 
 from .policy import HMAC_ALGORITHMS, GuardPolicy, VerifyingKey
 
+# Real access tokens are a few hundred bytes to a few KB; anything past this is refused unread.
+MAX_TOKEN_BYTES = 8 * 1024
+
 
 class TokenRejected(Exception):
     """A token the guard refuses. ``reason`` is stable (it reaches the JSON body); ``detail`` is for people."""
@@ -103,6 +106,9 @@ def _key_select(policy: GuardPolicy, header: Mapping[str, Any], fetched: tuple[V
 
 def token_verify(policy: GuardPolicy, token: str, *, fetched: tuple[VerifyingKey, ...] = ()) -> Principal:
     """Verify ``token`` against ``policy`` (and keys ``fetched`` from its JWKS URL) or raise :class:`TokenRejected`."""
+    if len(token) > MAX_TOKEN_BYTES:
+        # Refused before any parsing: decoding and verifying cost grows with the size.
+        raise TokenRejected("oversized", f"the token is longer than {MAX_TOKEN_BYTES} bytes")
     try:
         header = jwt.get_unverified_header(token)
     except jwt.PyJWTError as exc:

@@ -13,6 +13,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from .security import HSTS_SECONDS_DEFAULT, tls_settings
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env(
@@ -74,6 +76,14 @@ TEMPLATES = [
         },
     },
 ]
+
+# Served over TLS (directly with runstreams --tls-cert, or behind a TLS proxy): HSTS and secure cookies.
+TLS: bool = env.bool("SLUICE_TLS", default=False)
+if TLS:
+    globals().update(tls_settings(hsts_seconds=env.int("SLUICE_HSTS_SECONDS", default=HSTS_SECONDS_DEFAULT)))
+if env.bool("SLUICE_TRUST_X_FORWARDED_PROTO", default=False):
+    # Only behind a proxy that sets the header itself: a client could forge it otherwise.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 WSGI_APPLICATION = None
 ASGI_APPLICATION = "project.asgi.application"
@@ -138,6 +148,10 @@ SLUICE = {
     "HUB_IDLE_SECONDS": env.float("SLUICE_HUB_IDLE_SECONDS", default=300.0),
     # Concurrent catch-up reads from Kafka (resumes older than the cache) per worker.
     "BACKLOG_READERS": env.int("SLUICE_BACKLOG_READERS", default=4),
+    # Open streams one client address may hold in one worker process (429 past it); 0 means no limit.
+    "MAX_STREAMS_PER_ADDRESS": env.int("SLUICE_MAX_STREAMS_PER_ADDRESS", default=200),
+    # On SIGTERM, how long open streams and their connections get to end cleanly before the process exits.
+    "SHUTDOWN_SECONDS": env.float("SLUICE_SHUTDOWN_SECONDS", default=5.0),
     # The development token issuer (POST /auth/token for signed-in users; `runstreams --demo`
     # registers its key as the `demo` guard). Off unless DEBUG, or set explicitly.
     "DEV_ISSUER": env.bool("SLUICE_DEV_ISSUER", default=DEBUG),

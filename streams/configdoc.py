@@ -94,7 +94,11 @@ def _mark(yaml_mark: yaml.Mark) -> Mark:
 
 def document_load(text: str, filename: str) -> Document:
     """Parse YAML ``text`` (safe types only), recording positions; :class:`ConfigError` if it does not parse."""
-    loader = yaml.SafeLoader(text)
+    try:
+        # The reader checks characters as it is built: a control character fails here already.
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([ConfigProblem(filename, f"not valid YAML: {exc}")]) from exc
     problems: list[ConfigProblem] = []
     try:
         node = loader.get_single_node()

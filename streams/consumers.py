@@ -37,6 +37,7 @@ from .errors import (
 from .hub import PositionError, StartPlan, Subscriber, TopicHub
 from .ids import MAX_EVENT_ID_BYTES, EventId, EventIdError, event_id_parse
 from .kafka import KafkaUnavailable, TopicNotFound
+from .limits import stream_limited
 from .metrics import admission_refusals, challenges_answered, challenges_sent
 from .proxy import ProxySubscriber, Upstream, UpstreamError, heartbeats_write
 from .reauthorization import CHALLENGE_CONTENT_TYPE, CHALLENGE_FRAME, NotPublished, StreamDeadline
@@ -78,7 +79,7 @@ class StreamRouter:
             found = (await route_table()).match(scope["path"])
             if found is not None:
                 route, params = found
-                await StreamConsumer(route, params)(scope, receive, send)
+                await stream_limited(StreamConsumer(route, params), scope, receive, send)
                 return
         await self.fallback(scope, receive, send)
 

@@ -128,3 +128,10 @@ class OriginNotAllowed(StreamError):
 
     status = 403
     code = "origin_not_allowed"
+
+
+class TooManyStreams(StreamError):
+    """An address at its limit of open streams (``MAX_STREAMS_PER_ADDRESS``)."""
+
+    status = 429
+    code = "too_many_streams"

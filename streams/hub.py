@@ -43,6 +43,8 @@ INITIAL_EARLIEST = "earliest"
 INITIAL_SNAPSHOT = "snapshot"
 
 # Catch-up works in chunks so one resume cannot hog the loop or a client's buffer.
+# After a backlog read found Kafka unavailable, wait this long before trying again.
+_BACKLOG_RETRY_SECONDS = 1.0
 _CHUNK_RECORDS = 1000
 _CHUNK_BYTES = 1024 * 1024
 
@@ -599,7 +601,17 @@ class TopicHub:
                         self.catch_ups_kafka += 1
                     if reader is None:
                         reader = BacklogReader(self.access, self.topic)
-                    records, reached = await self._read_backlog(reader, cold, budget)
+                    try:
+                        records, reached = await self._read_backlog(reader, cold, budget)
+                    except KafkaUnavailable as exc:
+                        # Broker down (SPEC 2.5): the stream stays open, heartbeats go on, and the read is retried.
+                        logger.warning("catch-up on %s waiting for Kafka: %s", self.topic, exc)
+                        await self._blocking(reader.close)
+                        reader = None
+                        await asyncio.wait([sub.closed], timeout=_BACKLOG_RETRY_SECONDS)
+                        if sub.closed.done():
+                            return
+                        continue
                     chunk = self._by_partition(records)
                     self._deliver(sub, chunk)
                     for p, offset in reached.items():

@@ -120,7 +120,7 @@ def event_id_parse(text: str) -> EventId:
     if text.startswith("["):
         try:
             parsed = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # "[[[[..." recurses before it fails to decode
             raise EventIdError("last event id is not a valid JSON array") from exc
         if (
             not isinstance(parsed, list)

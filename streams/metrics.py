@@ -8,7 +8,12 @@ challenges) are ordinary prometheus-client counters.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, disable_created_metrics, generate_latest
@@ -184,5 +189,29 @@ class ProxyCollector(Collector):
         yield from (upstreams, subscribers, reconnects, cut, rejected)
 
 
+class ProcessCollector(Collector):
+    """What a leak would grow in this worker: asyncio tasks, descriptors, threads, resident memory (Linux)."""
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            tasks = len(asyncio.all_tasks())
+        except RuntimeError:  # no running loop (a synchronous test client)
+            tasks = 0
+        gauges = {
+            "sluice_asyncio_tasks": ("Asyncio tasks on this worker's loop.", tasks),
+            "sluice_threads": ("Threads in this worker.", threading.active_count()),
+        }
+        with contextlib.suppress(OSError):
+            gauges["sluice_open_fds"] = ("Open file descriptors.", len(os.listdir("/proc/self/fd")))
+        with contextlib.suppress(OSError, ValueError):
+            pages = int(Path("/proc/self/statm").read_text().split()[1])
+            gauges["sluice_rss_bytes"] = ("Resident set size.", pages * os.sysconf("SC_PAGE_SIZE"))
+        for name, (help_text, amount) in gauges.items():
+            family = GaugeMetricFamily(name, help_text)
+            family.add_metric([], amount)
+            yield family
+
+
 stream_metrics.register(HubCollector(hub_registry_if_started))
+stream_metrics.register(ProcessCollector())
 stream_metrics.register(ProxyCollector())

@@ -61,6 +61,15 @@ class OpenStreams:
     def __len__(self) -> int:
         return sum(len(streams) for streams in self._by_route.values())
 
+    def end_all(self, reason: str) -> int:
+        """End every open stream (the process is stopping); how many were ended."""
+        ended = 0
+        for streams in list(self._by_route.values()):
+            for stream in list(streams):
+                stream.end(reason)
+                ended += 1
+        return ended
+
     async def reconcile(self, table: RouteTable) -> int:
         """Hold every open stream against ``table``; returns how many were ended."""
         current = {route.id: route for route in table.routes}

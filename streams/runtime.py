@@ -74,6 +74,11 @@ def config_bus() -> ConfigBus:
     return _config_bus
 
 
+def open_streams_if_started() -> OpenStreams | None:
+    """This process's open streams, if any request came in."""
+    return _config_bus.streams if _config_bus is not None else None
+
+
 def runtime_stop() -> None:
     """Stop this process's listeners while its loop still runs."""
     global _config_bus

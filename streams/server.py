@@ -11,8 +11,10 @@ says "pause". The hub cuts a client once that count passes its bound.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
+import struct
 from typing import Any
 
 from daphne.server import Server
@@ -99,7 +101,22 @@ class RequestFlow:
         if H2_STREAM is not None and isinstance(channel, H2_STREAM):
             channel.abortConnection()
         elif channel.transport is not None:
+            _linger_off(channel.transport)
             channel.transport.abortConnection()
+
+
+def _linger_off(transport: Any) -> None:
+    """Make the close a reset: the kernel drops what it still holds for the client at once.
+
+    Without it, closing sends the whole socket buffer first (megabytes on a
+    fast link), so a slow client learns it was cut only after reading all of
+    it, and the server's kernel keeps that memory meanwhile.
+    """
+    handle = getattr(transport, "getHandle", None)
+    if handle is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        handle().setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
 class FlowServer(Server):
@@ -152,3 +169,14 @@ class FlowServer(Server):
         if scope.get("type") == "http" and isinstance(protocol, http.Request):
             scope.setdefault("extensions", {})["sluice.flow"] = RequestFlow(protocol)
         return super().create_application(protocol, scope)
+
+
+def request_transports(connections: dict[Any, Any]) -> list[Any]:
+    """The transports carrying daphne's current requests (``Server.connections`` keys)."""
+    transports = []
+    for protocol in connections:
+        channel = getattr(protocol, "channel", None)
+        transport = getattr(channel, "transport", None)
+        if transport is not None and transport not in transports:
+            transports.append(transport)
+    return transports

@@ -174,6 +174,8 @@ def gateway_env(kafka: Kafka, **extra: str) -> dict[str, str]:
             "SLUICE_DEV": "1",
             "SLUICE_ROUTE_CACHE_SECONDS": "0",
             "SLUICE_KAFKA_TIMEOUT": "5",
+            # Every test client is on loopback; the limit has its own test (tests/streams/test_limits.py).
+            "SLUICE_MAX_STREAMS_PER_ADDRESS": "0",
             "PYTHONUNBUFFERED": "1",
         }
     )

@@ -72,3 +72,10 @@ def test_translation_points_at_the_source() -> None:
     document: Document = translation.document
     assert str(document.problem(("routes", 0, "topic"), "bad")) == "zilla.yaml:4:7: bindings.x.with.topic: bad"
     assert translation.skipped == [("bindings.y", "why")]
+
+
+def test_a_control_character_is_a_config_error_not_a_crash() -> None:
+    # Found by tests/fuzz: the YAML reader refuses it while the loader is being built.
+    with pytest.raises(ConfigError) as caught:
+        document_load("\x1f", "bad.yaml")
+    assert "not valid YAML" in str(caught.value)

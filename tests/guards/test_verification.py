@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -224,3 +225,56 @@ def test_other_allowed_algorithms_verify(alg: str) -> None:
         {"iss": ISSUER, "aud": AUDIENCE, "sub": "a", "exp": int(time.time()) + 60}, private, alg, {"kid": "k"}
     )
     assert token_verify(guard, token).identity == "a"
+
+
+def test_an_oversized_token_is_refused_unread() -> None:
+    from guards.verification import MAX_TOKEN_BYTES
+
+    huge = mint(pad="x" * MAX_TOKEN_BYTES)
+    assert len(huge) > MAX_TOKEN_BYTES
+    assert rejected(huge) == "oversized"
+    assert rejected("a" * 1_000_000) == "oversized"
+    # Just under the bound is verified as usual.
+    assert token_verify(policy(), mint(pad="x" * 2000)).identity == "alice"
+
+
+@pytest.mark.parametrize(
+    "kid",
+    [
+        "../../etc/passwd",
+        "/dev/null",
+        "' OR '1'='1",
+        "x'; DROP TABLE guards_guard; --",
+        "rsa-1\x00",
+        "rsa-1/../rsa-1",
+        "%2e%2e%2f",
+        "*",
+        " ",
+    ],
+)
+def test_kid_tricks_name_no_key(kid: str) -> None:
+    """A kid is only ever compared with the guard's own keys' kids: never a path, a query or a pattern."""
+    assert rejected(mint(kid=kid)) in {"unknown_kid", "bad_signature"}
+    # An HMAC token with the trick as kid is checked against the guard's secret, not anything the kid names.
+    assert rejected(mint_hs256("a-secret-the-attacker-chose-32-bytes!!", kid=kid)) == "bad_signature"
+
+
+def test_a_kid_that_is_not_a_string_is_malformed() -> None:
+    from tests.guards.tokens import b64
+
+    header = b64(json.dumps({"alg": "RS256", "kid": 7}).encode())
+    body = b64(json.dumps({"sub": "x", "exp": int(time.time()) + 60}).encode())
+    assert rejected(f"{header}.{body}.{b64(b'signature')}") == "malformed_token"
+
+
+def test_embedded_jwk_header_is_ignored() -> None:
+    """A token carrying its own key (``jwk`` header) is verified with the guard's keys, not that one."""
+    attacker = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = RSAAlgorithm.to_jwk(attacker.public_key(), as_dict=True)
+    token = jwt.encode(
+        {"iss": ISSUER, "aud": AUDIENCE, "sub": "x", "exp": int(time.time()) + 60},
+        attacker,
+        algorithm="RS256",
+        headers={"kid": rsa_key().kid, "jwk": jwk},
+    )
+    assert rejected(token) == "bad_signature"

@@ -257,3 +257,9 @@ def test_id_limit_counts_utf8_bytes_not_characters() -> None:
     text = "AQQABAIC/" + "é" * 510  # 9 + 1020 bytes, but only 519 characters
     with pytest.raises(EventIdError, match="1024"):
         event_id_parse(text)
+
+
+def test_deeply_nested_arrays_are_an_event_id_error() -> None:
+    # Found by tests/fuzz: json.loads recursed out before failing to decode.
+    with pytest.raises(EventIdError):
+        event_id_parse("[" * 1000)

@@ -52,6 +52,8 @@ class Command(BaseCommand):
             raise CommandError("--self-signed makes its own certificate: give it or --tls-cert/--tls-key, not both")
         if options["workers"] > 1 and (options["tls_cert"] or options["self_signed"]):
             raise CommandError("--workers above 1 serves plain HTTP only; terminate TLS in front, or use one worker")
+        if options["tls_cert"]:
+            self._tls_on()
         broker: EmbeddedBroker | None = None
         running: list[Any] = []  # demo feeds and jobs, each with stop()
         if not settings.SLUICE["KAFKA_BOOTSTRAP_SERVERS"]:
@@ -80,6 +82,16 @@ class Command(BaseCommand):
             if broker is not None:
                 broker.stop()
                 self.stdout.write("Embedded broker stopped.")
+
+    @staticmethod
+    def _tls_on() -> None:
+        """HSTS and HTTPS-only cookies, before the application (and its middleware) is built."""
+        from project.security import tls_settings
+
+        os.environ["SLUICE_TLS"] = "1"
+        hsts = int(os.environ.get("SLUICE_HSTS_SECONDS", "0")) or None
+        for name, value in (tls_settings(hsts_seconds=hsts) if hsts else tls_settings()).items():
+            setattr(settings, name, value)
 
     def _demo_setup(self) -> Any:
         from django.contrib.auth import get_user_model
@@ -189,8 +201,9 @@ class Command(BaseCommand):
     def _serve(self, options: dict[str, Any]) -> None:
         from channels.routing import get_default_application
 
-        from streams.runtime import runtime_stop
-        from streams.server import FlowServer, reactor
+        from streams.runtime import open_streams_if_started, runtime_stop
+        from streams.server import FlowServer, reactor, request_transports
+        from streams.shutdown import GracefulShutdown
 
         host, port = options["host"], options["port"]
         interface = host.replace(":", r"\:")
@@ -221,6 +234,15 @@ class Command(BaseCommand):
             server.serve_tls(host, port, tls)
         # While the loop still runs: the re-authorization and configuration listeners are tasks on it.
         cast(Any, reactor).addSystemEventTrigger("before", "shutdown", runtime_stop)
+        shutdown = GracefulShutdown(
+            streams=open_streams_if_started,
+            listeners=lambda: list(server.listeners),
+            transports=lambda: request_transports(server.connections),
+            stop=cast(Any, reactor).stop,
+            timeout=settings.SLUICE["SHUTDOWN_SECONDS"],
+        )
+        # After Twisted put in its own handlers, which would stop the reactor at once.
+        cast(Any, reactor).callWhenRunning(shutdown.install)
         try:
             server.run()
         finally:
