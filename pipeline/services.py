@@ -45,3 +45,8 @@ def pipeline_run_finish(*, run: PipelineRun, error: str = "") -> None:
     """Record how the run ended."""
     status = PipelineRun.Status.FAILED if error else PipelineRun.Status.SUCCEEDED
     PipelineRun.objects.filter(pk=run.pk).update(status=status, finished=timezone.now(), error=error)
+
+
+def pipeline_delete(*, pipeline: Pipeline) -> None:
+    """Delete the pipeline and its run records."""
+    pipeline.delete()
