@@ -117,6 +117,16 @@ def test_export_round_trip(db: None, tmp_path: Path, tmp_yaml: Any) -> None:
     assert "0 created, 0 updated" in applyconfig(out)
 
 
+def test_a_kafka_source_exports_without_a_format(db: None, tmp_yaml: Any) -> None:
+    applyconfig(SPEC_EXAMPLE)
+    Pipeline.objects.filter(name="scores").update(source_format="csv")  # meaningless for Kafka
+
+    exported = exportconfig()
+
+    assert "  source:\n    kafka: raw-scores\n  schema: score\n" in exported
+    assert "0 created, 0 updated, 6 unchanged" in applyconfig(tmp_yaml(exported))
+
+
 def test_prune_deletes_pipelines_the_file_does_not_name(db: None, tmp_yaml: Any) -> None:
     applyconfig(SPEC_EXAMPLE)
     without = tmp_yaml(SPEC_EXAMPLE.read_text().partition("pipelines:")[0])
