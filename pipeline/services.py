@@ -25,6 +25,12 @@ def pipeline_upsert(*, name: str, **fields: Any) -> Pipeline:
     return model_upsert(Pipeline, {"name": name}, fields)
 
 
+@transaction.atomic
+def pipeline_delete(*, pipeline: Pipeline) -> None:
+    """Delete the pipeline and its run records."""
+    pipeline.delete()
+
+
 def pipeline_run_start(*, pipeline: Pipeline, once: bool) -> PipelineRun:
     """Record a new run; runs of the pipeline still marked running ended without saying so."""
     pipeline.runs.filter(status=PipelineRun.Status.RUNNING).update(status=PipelineRun.Status.INTERRUPTED)

@@ -21,7 +21,7 @@ from rest_framework_simplejwt.serializers import TokenObtainPairSerializer
 from rest_framework_simplejwt.views import TokenObtainPairView
 
 # Apps whose ``api_register(router)`` adds endpoints, in the order they appear.
-API_MODULES = ["streams.api", "guards.api"]
+API_MODULES = ["streams.api", "guards.api", "pipeline.api"]
 
 
 def api_router_build() -> DefaultRouter:

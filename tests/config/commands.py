@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management import call_command
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-# The configuration block of SPEC 6 (without its pipelines section: fixtures/pipelines.yaml).
+# The configuration block of SPEC 6, its pipelines section included.
 SPEC_EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "sluice.yaml"
 
 

@@ -11,6 +11,7 @@ from django.core.management.base import CommandError
 
 from guards.models import Guard
 from guards.services import guard_upsert
+from pipeline.models import Pipeline
 from streams.configdoc import document_load
 from streams.configfile import (
     SECTIONS,
@@ -18,7 +19,6 @@ from streams.configfile import (
     ModelSection,
     config_apply,
     config_plan,
-    section_register,
 )
 from streams.models import Route, Schema, Topic
 from streams.services import route_upsert, schema_upsert, topic_upsert
@@ -39,7 +39,8 @@ def test_spec_example_applies(db: None) -> None:
         "created topic events",
         "created route /events/{topic}",
         "created route /upstream",
-        f"{SPEC_EXAMPLE}: 5 created, 0 updated, 0 unchanged, 0 deleted; applied",
+        "created pipeline scores",
+        f"{SPEC_EXAMPLE}: 6 created, 0 updated, 0 unchanged, 0 deleted; applied",
     ]
     guard = Guard.objects.get(name="authn_jwt")
     assert guard.issuer == "https://auth.example.com"
@@ -77,7 +78,7 @@ def test_applying_twice_changes_nothing(db: None) -> None:
 
     out = applyconfig(SPEC_EXAMPLE)
 
-    assert out.splitlines()[-1] == f"{SPEC_EXAMPLE}: 0 created, 0 updated, 5 unchanged, 0 deleted; applied"
+    assert out.splitlines()[-1] == f"{SPEC_EXAMPLE}: 0 created, 0 updated, 6 unchanged, 0 deleted; applied"
     assert rows() == before
     assert {r.path: r.updated for r in Route.objects.all()} == stamps
 
@@ -89,7 +90,7 @@ def test_a_change_is_an_update(db: None, tmp_yaml: Any) -> None:
     out = applyconfig(tmp_yaml(changed))
 
     assert "updated route /events/{topic}" in out.splitlines()
-    assert "0 created, 1 updated, 4 unchanged, 0 deleted" in out
+    assert "0 created, 1 updated, 5 unchanged, 0 deleted" in out
     assert Route.objects.get(path="/events/{topic}").initial == "earliest"
 
 
@@ -97,7 +98,7 @@ def test_check_validates_and_changes_nothing(db: None) -> None:
     out = applyconfig(SPEC_EXAMPLE, "--check")
 
     assert "would create route /events/{topic}" in out.splitlines()
-    assert out.splitlines()[-1].endswith("5 created, 0 updated, 0 unchanged, 0 deleted; checked, nothing changed")
+    assert out.splitlines()[-1].endswith("6 created, 0 updated, 0 unchanged, 0 deleted; checked, nothing changed")
     assert rows() == {"guards": [], "schemas": [], "topics": [], "routes": [], "filters": []}
 
 
@@ -117,6 +118,7 @@ def test_prune_deletes_what_the_file_does_not_name(db: None, tmp_yaml: Any) -> N
         "unchanged route /upstream",
         "deleted route /old/{topic}",
         "deleted route /events/{topic}",
+        "deleted pipeline scores",
         "deleted topic events",
         "deleted schema score",
         "deleted guard authn_jwt",
@@ -160,7 +162,6 @@ BROKEN_FILES = [
     ("bad_choice.yaml", "4:5", "routes[0].event_id", "Value 'offset' is not a valid choice"),
     ("unknown_schema.yaml", "3:5", "topics[0].schema", "no schema named 'nowhere'"),
     ("cache_not_mapping.yaml", "3:5", "topics[0].cache", "must be a mapping, not 10000"),
-    ("../pipelines.yaml", "2:1", "pipelines", "pipelines need the pipeline app"),
 ]
 
 
@@ -249,6 +250,7 @@ def test_export_then_apply_into_an_empty_database_gives_the_same_rows(db: None, 
     before = rows()
     out = tmp_path / "exported.yaml"
     exportconfig("-o", str(out))
+    Pipeline.objects.all().delete()
     Route.objects.all().delete()
     Topic.objects.all().delete()
     Schema.objects.all().delete()
@@ -271,7 +273,8 @@ def test_empty_file_is_nothing_to_do(db: None, tmp_yaml: Any) -> None:
 
 
 def test_unknown_section(db: None, tmp_yaml: Any) -> None:
-    with pytest.raises(CommandError, match=r"config.yaml:1:1: sinks: unknown section \(known: guards, routes, "):
+    known = r"\(known: guards, pipelines, routes, "
+    with pytest.raises(CommandError, match=r"config.yaml:1:1: sinks: unknown section " + known):
         applyconfig(tmp_yaml("sinks: []\n"))
 
 
@@ -301,16 +304,21 @@ class _Pipelines(ModelSection):
         self.store[form["name"]] = form
 
 
-def test_a_registered_section_handles_its_items(db: None) -> None:
+def test_a_registered_section_handles_its_items(db: None, monkeypatch: pytest.MonkeyPatch) -> None:
     section = _Pipelines()
-    section_register(section)
-    try:
-        out = applyconfig(FIXTURES / "pipelines.yaml")
-        assert "created pipeline scores" in out.splitlines()
-        assert section.store["scores"]["sink"] == "events"
-        assert "unchanged pipeline scores" in applyconfig(FIXTURES / "pipelines.yaml")
-    finally:
-        del SECTIONS["pipelines"]
+    monkeypatch.setitem(SECTIONS, "pipelines", section)
+    out = applyconfig(FIXTURES / "pipelines.yaml")
+    assert "created pipeline scores" in out.splitlines()
+    assert section.store["scores"]["sink"] == "events"
+    assert "unchanged pipeline scores" in applyconfig(FIXTURES / "pipelines.yaml")
+
+
+def test_a_section_of_an_app_not_installed(db: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(SECTIONS, "pipelines")
+    path = FIXTURES / "pipelines.yaml"
+    with pytest.raises(CommandError) as raised:
+        applyconfig(path)
+    assert str(raised.value).startswith(f"{path}:2:1: pipelines: pipelines need the pipeline app")
 
 
 def test_plan_orders_sections_whatever_the_file_order(tmp_yaml: Any) -> None:
