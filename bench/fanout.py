@@ -497,8 +497,16 @@ class Gateway:
     def start(self, timeout: float = 60.0) -> None:
         log = open(self.log_path, "wb")  # noqa: SIM115 - the child keeps writing to it
         self.process = subprocess.Popen(
-            [sys.executable, "-u", str(ROOT / "manage.py"), "runstreams", "--port", "0"]
-            + (["--workers", str(self.workers)] if self.workers > 1 else []),
+            [
+                sys.executable,
+                "-u",
+                str(ROOT / "manage.py"),
+                "runstreams",
+                "--port",
+                "0",
+                "--workers",
+                str(self.workers),
+            ],
             cwd=ROOT,
             env=self.env,
             stdin=subprocess.DEVNULL,

@@ -28,7 +28,10 @@ class Command(BaseCommand):
             "--demo", action="store_true", help="Migrate, create a demo admin, topic, route and live data."
         )
         parser.add_argument(
-            "--workers", type=int, default=1, help="Worker processes sharing the port, each with its own hubs."
+            "--workers",
+            type=int,
+            default=None,
+            help="Worker processes sharing the port, each with its own hubs (default: one per core; 1 with TLS).",
         )
         parser.add_argument("--listen-fd", type=int, help=argparse_hidden())
         parser.add_argument("--verbosity-daphne", type=int, default=1, help=argparse_hidden())
@@ -38,6 +41,8 @@ class Command(BaseCommand):
 
         if bool(options["tls_cert"]) != bool(options["tls_key"]):
             raise CommandError("--tls-cert and --tls-key go together")
+        if options["workers"] is None:
+            options["workers"] = workers_default(tls=bool(options["tls_cert"]), child=options["listen_fd"] is not None)
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
         if options["workers"] > 1 and options["tls_cert"]:
@@ -184,6 +189,13 @@ class Command(BaseCommand):
         # While the loop still runs: the re-authorization listener is a task on it.
         cast(Any, reactor).addSystemEventTrigger("before", "shutdown", runtime_stop)
         server.run()
+
+
+def workers_default(*, tls: bool, child: bool) -> int:
+    """One worker per core; one for TLS (several serve plain HTTP only) and in a worker itself."""
+    if tls or child:
+        return 1
+    return os.cpu_count() or 1
 
 
 def argparse_hidden() -> str:
