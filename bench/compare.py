@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -743,6 +743,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keyed-clients", type=int, default=1000)
     parser.add_argument("--keyed-rate", type=float, default=2000.0)
     parser.add_argument("--output", type=Path, help="Markdown file whose compare section is replaced (or appended).")
+    parser.add_argument("--json", type=Path, help="Also write every row as JSON (tests/bench/test_regression.py).")
     args = parser.parse_args(argv)
     args.servers = [s for s in args.servers.split(",") if s]
     args.scenarios = [s for s in args.scenarios.split(",") if s]
@@ -811,6 +812,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     if args.output:
         output_write(args.output, text)
         print(f"\nwrote {args.output}")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(row) for row in rows], indent=1))
     return rows
 
 
