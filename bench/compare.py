@@ -85,8 +85,8 @@ PEER_REQUIREMENTS = [
     "uvicorn==0.54.0",
     "uvloop==0.23.0",
 ]
-SECTION_BEGIN = "<!-- bench/compare.py results: begin -->"
-SECTION_END = "<!-- bench/compare.py results: end -->"
+SECTION_BEGIN = "<!-- bench/compare.py{} results: begin -->"
+SECTION_END = "<!-- bench/compare.py{} results: end -->"
 SERVERS = ("sluice", "sluice-2w", "sse-starlette", "django-eventstream", "nchan")
 SCENARIOS = ("fanout", "peak", "idle", "keyed", "volume")
 
@@ -703,7 +703,7 @@ def idle_table(rows: list[Row]) -> str:
 
 def section(rows: list[Row], args: argparse.Namespace, command: str, started: datetime, commit: str, load: str) -> str:
     parts = [
-        SECTION_BEGIN,
+        SECTION_BEGIN.format(args.section),
         f"Run {started:%Y-%m-%d %H:%M} UTC at commit `{commit}` on {machine_description()}; "
         f"load average before -> after: {load}. CPU is % of ONE core (the machine has {os.cpu_count()} x 100 %); "
         "µs / delivery = server CPU time / events received by the clients; other CPU = the machine's busy "
@@ -729,15 +729,17 @@ def section(rows: list[Row], args: argparse.Namespace, command: str, started: da
         parts += ["", titles[scenario], "", load_table(rows, scenario)]
         if scenario == "peak":
             parts += [""] + [f"- {r.server}: " + "; ".join(r.steps) for r in rows if r.scenario == "peak"]
-    parts.append(SECTION_END)
+    parts.append(SECTION_END.format(args.section))
     return "\n".join(parts)
 
 
-def output_write(path: Path, text: str) -> None:
+def output_write(path: Path, text: str, name: str = "") -> None:
+    """Replace the section marked for ``name`` in ``path`` (or append one)."""
     old = path.read_text() if path.exists() else "# Benchmarks\n"
-    begin, end = old.find(SECTION_BEGIN), old.find(SECTION_END)
+    marks = SECTION_BEGIN.format(name), SECTION_END.format(name)
+    begin, end = old.find(marks[0]), old.find(marks[1])
     if begin >= 0 and end > begin:
-        new = old[:begin] + text + old[end + len(SECTION_END) :]
+        new = old[:begin] + text + old[end + len(marks[1]) :]
     else:
         new = old.rstrip("\n") + "\n\n" + text + "\n"
     path.write_text(new)
@@ -766,8 +768,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keyed-clients", type=int, default=1000)
     parser.add_argument("--keyed-rate", type=float, default=5000.0)
     parser.add_argument("--output", type=Path, help="Markdown file whose compare section is replaced (or appended).")
+    parser.add_argument(
+        "--section", default="", help="Name the output section (runs of different scenarios kept side by side)."
+    )
     parser.add_argument("--json", type=Path, help="Also write every row as JSON (tests/bench/test_regression.py).")
     args = parser.parse_args(argv)
+    args.section = f" {args.section}" if args.section else ""
     args.servers = [s for s in args.servers.split(",") if s]
     args.scenarios = [s for s in args.scenarios.split(",") if s]
     for name in args.servers:
@@ -833,7 +839,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     print()
     print(text)
     if args.output:
-        output_write(args.output, text)
+        output_write(args.output, text, args.section)
         print(f"\nwrote {args.output}")
     if args.json:
         args.json.write_text(json.dumps([asdict(row) for row in rows], indent=1))

@@ -20,12 +20,14 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from daphne.server import Server
 from twisted.internet import reactor  # daphne installed the asyncio reactor already
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.tcp import Server as TcpServer
+from twisted.python.failure import Failure
 from twisted.web import http
 from zope.interface import implementer
 
@@ -96,6 +98,17 @@ class RequestFlow:
                 return
             chunk = chunk[sent:]
         transport.write(chunk)
+
+    def on_gone(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` once if the client goes away before the response ends (at once if it has).
+
+        A callback on the request, not a task per stream reading ``http.disconnect``.
+        """
+
+        def gone(failure: Failure) -> None:
+            callback()
+
+        self.request.notifyFinish().addErrback(gone)
 
     async def wait_resumed(self) -> None:
         if not self.paused or self._stopped:
