@@ -176,13 +176,26 @@ def http_publisher_main(conn: Any, port: int, rate: float, count: int, size: int
     conn.send("ready")
     if conn.recv() != "go":
         return
-    client = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    client.request("POST", f"/start?rate={rate}&count={count}&size={size}&keys={keys}")
-    client.getresponse().read()
+
+    def ask(method: str, path: str) -> dict[str, Any]:
+        # A connection per request: a busy server may close an idle keep-alive one between polls.
+        for attempt in range(5):
+            client = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            try:
+                client.request(method, path)
+                return dict(json.loads(client.getresponse().read()))
+            except (OSError, http.client.HTTPException):
+                if attempt == 4:
+                    raise
+                time.sleep(0.2)
+            finally:
+                client.close()
+        raise AssertionError("unreachable")
+
+    ask("POST", f"/start?rate={rate}&count={count}&size={size}&keys={keys}")
     while True:
-        time.sleep(0.05)
-        client.request("GET", "/status")
-        status = json.loads(client.getresponse().read())
+        time.sleep(0.1)
+        status = ask("GET", "/status")
         if status["done"]:
             break
     conn.send({"seconds": status["seconds"], "failed": 0, "cpu": 0.0, "max_behind": status["max_behind"]})
