@@ -164,9 +164,20 @@ def payload_make(seq: int, ts: int, size: int) -> bytes:
 
 
 def producer_main(
-    conn: Any, bootstrap: str, topic: str, partitions: int, rate: float, count: int, size: int, linger_ms: float
+    conn: Any,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    rate: float,
+    count: int,
+    size: int,
+    linger_ms: float,
+    keys: int = 0,
 ) -> None:
-    """Publish ``count`` messages at ``rate``/s, round-robin over partitions, once told to go."""
+    """Publish ``count`` messages at ``rate``/s, round-robin over partitions, once told to go.
+
+    With ``keys``, message n has key ``k<n % keys>`` (bench/compare.py's key-filter scenario).
+    """
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "log_level": 0})
@@ -194,7 +205,11 @@ def producer_main(
         while True:
             try:
                 producer.produce(
-                    topic, payload_make(seq, time.time_ns(), size), partition=seq % partitions, on_delivery=delivered
+                    topic,
+                    payload_make(seq, time.time_ns(), size),
+                    key=b"k%d" % (seq % keys) if keys else None,
+                    partition=seq % partitions,
+                    on_delivery=delivered,
                 )
                 break
             except BufferError:
@@ -273,11 +288,15 @@ class Stats:
 class SseClient(asyncio.Protocol):
     """One stream over HTTP/1.1: chunked decoding and just enough SSE to find ``seq`` and ``ts``."""
 
-    def __init__(self, request: bytes, stats: Stats, expected: int) -> None:
+    def __init__(self, request: bytes, stats: Stats, expected: int, ready_on_headers: bool = False) -> None:
         loop = asyncio.get_running_loop()
+        # Peers that send nothing before the first event are ready once the response head arrived.
+        self.ready_on_headers = ready_on_headers
         self.request = request
         self.stats = stats
         self.seen = bytearray(expected)
+        # Distinct events this client should get (fewer than ``expected`` when it filters).
+        self.want = expected
         self.unique = 0
         self.duplicates = 0
         self.status = 0
@@ -325,6 +344,8 @@ class SseClient(asyncio.Protocol):
                 return
             self.chunked = b"transfer-encoding: chunked" in head[:end].lower()
             data = head[end + 4 :]
+            if self.ready_on_headers and not self.ready.done():
+                self.ready.set_result(None)
         if self.chunked:
             data = self._dechunk(data)
         if not data:
@@ -373,7 +394,7 @@ class SseClient(asyncio.Protocol):
         stats.events += len(found)
         stats.last_ns = now
         self.unique += unique
-        if self.unique >= len(seen) and not self.done.done():
+        if self.unique >= self.want and not self.done.done():
             self.done.set_result(None)
 
     def _dechunk(self, data: bytes) -> bytes:
@@ -478,8 +499,16 @@ class Gateway:
     def start(self, timeout: float = 60.0) -> None:
         log = open(self.log_path, "wb")  # noqa: SIM115 - the child keeps writing to it
         self.process = subprocess.Popen(
-            [sys.executable, "-u", str(ROOT / "manage.py"), "runstreams", "--port", "0"]
-            + (["--workers", str(self.workers)] if self.workers > 1 else []),
+            [
+                sys.executable,
+                "-u",
+                str(ROOT / "manage.py"),
+                "runstreams",
+                "--port",
+                "0",
+                "--workers",
+                str(self.workers),
+            ],
             cwd=ROOT,
             env=self.env,
             stdin=subprocess.DEVNULL,

@@ -2,8 +2,11 @@
 
 Feeds batches of 200-byte JSON records straight into ``TopicHub._ingest`` with N
 live streams whose sinks only collect bytes, and prints microseconds per record
-for: no schema, a topic schema, and a route schema shared by every stream. A
-schema should add one validation per record whatever N is.
+for: no schema, a topic schema, a route schema shared by every stream, and
+every stream with its own key filter (records keyed round-robin over the N
+keys, so each record is wanted by one stream). A schema should add one
+validation per record whatever N is; a key filter should cost about the same
+whatever N is.
 
     python bench/ingest.py --clients 100,1000
 """
@@ -21,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streams.cache import CacheLimits, PartitionCache
 from streams.hub import StartPlan, Subscriber, TopicHub
+from streams.matching import FilterSet, MessageFilter
 from streams.records import Record
 from streams.schemas import SchemaCheck, schema_validator_compile
 
@@ -60,14 +64,21 @@ def hub_make(partitions: int) -> TopicHub:
 
 
 async def per_record_us(
-    clients: int, topic_schema: SchemaCheck | None, route_schema: SchemaCheck | None, batches: int, size: int
+    clients: int,
+    topic_schema: SchemaCheck | None,
+    route_schema: SchemaCheck | None,
+    batches: int,
+    size: int,
+    keyed: bool = False,
 ) -> float:
     hub = hub_make(3)
     hub.schema = topic_schema
     sinks = []
-    for _ in range(clients):
+    for n in range(clients):
         sink = CollectingSink()
-        hub.subscribe(Subscriber(sink, schema=route_schema, route="/bench"), StartPlan(dict(hub.next)), 2000)
+        filters = FilterSet((MessageFilter(key=b"k%d" % n),)) if keyed else None
+        sub = Subscriber(sink, filters=filters, schema=route_schema, route="/bench")
+        hub.subscribe(sub, StartPlan(dict(hub.next)), 2000)
         sinks.append(sink)
     offsets = dict.fromkeys(range(3), 0)
     count = 0
@@ -77,7 +88,8 @@ async def per_record_us(
         for _ in range(size):
             p = count % 3
             value = json.dumps({"seq": count, "pad": "x" * 180}).encode()
-            batch.append(Record(p, offsets[p], 0, None, value))
+            key = b"k%d" % (count % clients) if keyed else None
+            batch.append(Record(p, offsets[p], 0, key, value))
             offsets[p] += 1
             count += 1
         started = time.perf_counter()
@@ -97,12 +109,17 @@ async def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="Runs per case; the best is shown.")
     args = parser.parse_args()
     schema = schema_validator_compile("bench", SCHEMA)
-    print("| clients | no schema | topic schema | route schema |\n|---:|---:|---:|---:|")
+    print("| clients | no schema | topic schema | route schema | a key filter each |\n|---:|---:|---:|---:|---:|")
     for clients in (int(c) for c in args.clients.split(",")):
         cells = []
-        for topic_schema, route_schema in ((None, None), (schema, None), (None, schema)):
+        for topic_schema, route_schema, keyed in (
+            (None, None, False),
+            (schema, None, False),
+            (None, schema, False),
+            (None, None, True),
+        ):
             runs = [
-                await per_record_us(clients, topic_schema, route_schema, args.batches, args.batch_size)
+                await per_record_us(clients, topic_schema, route_schema, args.batches, args.batch_size, keyed)
                 for _ in range(args.repeat)
             ]
             cells.append(f"{min(runs):.1f} µs")

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from guards.verification import Principal
@@ -49,6 +49,9 @@ from .sinks import FlowSink, QueueSink, Sink
 from .sse import CONTENT_TYPE
 from .templating import ExpansionContext, TemplateError
 
+if TYPE_CHECKING:
+    from .server import RequestFlow
+
 logger = logging.getLogger("sluice.streams")
 access_logger = logging.getLogger("sluice.access")
 
@@ -57,6 +60,8 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 STREAM_METHODS = ("GET", "HEAD")
+# The close reason of a stream whose client went away.
+CLIENT_GONE = "client"
 # A guarded route also takes the challenge response (SPEC 4.3).
 GUARDED_METHODS = (*STREAM_METHODS, "POST")
 SSE_PROXY = "sse-proxy"
@@ -275,7 +280,7 @@ class StreamConsumer:
         if deadline is not None:
             deadline.start(on_challenge=lambda: self._challenge(sub), on_expire=lambda: self._expire(hub, sub))
         try:
-            disconnected = await self._wait_until_over(receive, sub.closed)
+            disconnected = await self._wait_until_over(receive, sub.closed, sub.end, flow)
         finally:
             open_streams.remove(open_stream)
             if deadline is not None:
@@ -283,7 +288,7 @@ class StreamConsumer:
             hub.unsubscribe(sub)
             if flow is not None:
                 flow.release()
-            access_log("close", route, scope, 200, started, sub, reason=sub.close_reason or "client")
+            access_log("close", route, scope, 200, started, sub, reason=sub.close_reason or CLIENT_GONE)
         if not disconnected and sub.close_reason != "slow":
             if isinstance(sink, QueueSink):
                 await sink.close()
@@ -384,7 +389,7 @@ class StreamConsumer:
                         upstream.cut(sub)
 
                 deadline.start(on_challenge=challenge, on_expire=lambda: self._proxy_end(upstream, sub, "expired"))
-            disconnected = await self._wait_until_over(receive, sub.closed)
+            disconnected = await self._wait_until_over(receive, sub.closed, sub.end, flow)
         finally:
             if open_stream is not None:
                 config_bus().streams.remove(open_stream)
@@ -490,8 +495,17 @@ class StreamConsumer:
         return hub, plan, subscriber_args, principal
 
     @staticmethod
-    async def _wait_until_over(receive: Receive, closed: asyncio.Future[str]) -> bool:
-        """Wait for the client to leave or the hub (or upstream) to end the stream; True if the client left."""
+    async def _wait_until_over(
+        receive: Receive, closed: asyncio.Future[str], end: Callable[[str], None], flow: RequestFlow | None
+    ) -> bool:
+        """Wait for the client to leave or the hub (or upstream) to end the stream; True if the client left.
+
+        On daphne the request says when its client goes (no task per stream); any other
+        server is asked through ``receive`` in a task of its own.
+        """
+        if flow is not None:
+            flow.on_gone(lambda: end(CLIENT_GONE))
+            return await closed == CLIENT_GONE
 
         async def client_gone() -> None:
             while (await receive())["type"] != "http.disconnect":

@@ -169,6 +169,10 @@ class TopicHub:
         # joined buffer per id form; filtered ones are matched record by record.
         self._unfiltered: dict[GroupKey, dict[Subscriber, None]] = {}
         self._filtered: dict[Subscriber, None] = {}
+        # The filtered streams split again: those whose filters all name a key, by key
+        # (a record is matched only against the streams of its key), and the rest.
+        self._by_key: dict[bytes, dict[Subscriber, None]] = {}
+        self._any_key: dict[Subscriber, None] = {}
         # Live streams with filters per route, to count what filters keep from them per batch.
         self._filtered_routes: dict[str, int] = {}
         # The topic's schema: a record it rejects reaches no stream (SPEC 5).
@@ -256,7 +260,8 @@ class TopicHub:
         out: defaultdict[Subscriber, list[bytes]] = defaultdict(list)
         last: dict[Subscriber, str] = {}
         unfiltered = self._unfiltered
-        filtered = self._filtered
+        by_key = self._by_key
+        any_key = self._any_key
         nxt = self.next
         topic_schema = self.schema
         # Records the streams saw this batch, and what schemas or encoding kept from them:
@@ -310,22 +315,24 @@ class TopicHub:
                     else:
                         shared[group].append(frame)
                         shared_last[group] = progress_id
-            for sub in filtered:
-                if sub.filters.matches(record.key, record.headers):
-                    schema = sub.schema
-                    if schema is not None and not schema.admits(record):
-                        kept = kept or defaultdict(lambda: [0, 0])
-                        kept[sub.route][0] += 1
-                        schema.rejected_log(self.topic, record, f"route {sub.route}")
-                        continue
-                    frame = record.live_frame(sub.form, sub.binary)
-                    if frame is None:
-                        self.invalid += 1
-                        kept = kept or defaultdict(lambda: [0, 0])
-                        kept[sub.route][1] += 1
-                    else:
-                        out[sub].append(frame)
-                        last[sub] = progress_id
+            keyed = by_key.get(record.key) if by_key and record.key is not None else None
+            for candidates in (any_key, keyed) if keyed else (any_key,):
+                for sub in candidates:
+                    if sub.filters.matches(record.key, record.headers):
+                        schema = sub.schema
+                        if schema is not None and not schema.admits(record):
+                            kept = kept or defaultdict(lambda: [0, 0])
+                            kept[sub.route][0] += 1
+                            schema.rejected_log(self.topic, record, f"route {sub.route}")
+                            continue
+                        frame = record.live_frame(sub.form, sub.binary)
+                        if frame is None:
+                            self.invalid += 1
+                            kept = kept or defaultdict(lambda: [0, 0])
+                            kept[sub.route][1] += 1
+                        else:
+                            out[sub].append(frame)
+                            last[sub] = progress_id
         self._evict()
         for group, frames in shared.items():
             data = frames[0] if len(frames) == 1 else b"".join(frames)
@@ -403,11 +410,24 @@ class TopicHub:
         else:
             self._filtered[sub] = None
             self._filtered_routes[sub.route] = self._filtered_routes.get(sub.route, 0) + 1
+            keys = sub.filters.keys
+            if keys is None:
+                self._any_key[sub] = None
+            else:
+                for key in keys:
+                    self._by_key.setdefault(key, {})[sub] = None
 
     def _live_remove(self, sub: Subscriber) -> None:
         if self.live.pop(sub, 0) is None:
             if self._filtered.pop(sub, 0) is None:
                 self._filtered_routes[sub.route] -= 1
+                if self._any_key.pop(sub, 0) is not None:
+                    for key in sub.filters.keys or ():
+                        subs = self._by_key.get(key)
+                        if subs is not None:
+                            subs.pop(sub, None)
+                            if not subs:
+                                del self._by_key[key]
             group = self._unfiltered.get((sub.form, sub.binary, sub.schema, sub.route))
             if group is not None:
                 group.pop(sub, None)

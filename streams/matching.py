@@ -42,3 +42,14 @@ class FilterSet:
     @property
     def accepts_all(self) -> bool:
         return not self.filters
+
+    @property
+    def keys(self) -> frozenset[bytes] | None:
+        """The only keys a message can have to pass, when every filter names one; else None.
+
+        The hub indexes such streams by key, so a record is matched only against the
+        streams that can want it.
+        """
+        if not self.filters or any(f.key is None for f in self.filters):
+            return None
+        return frozenset(f.key for f in self.filters if f.key is not None)

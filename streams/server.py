@@ -6,6 +6,13 @@ HTTP request's app a :class:`RequestFlow` (``scope["extensions"]["sluice.flow"]`
 it writes straight to the Twisted request, registers as its push producer, and
 counts the bytes written while the transport (or the HTTP/2 stream window)
 says "pause". The hub cuts a client once that count passes its bound.
+
+On plain HTTP/1.1 a write to a connection with nothing pending goes straight
+to the socket (one ``send``), and only what the kernel does not take is left to
+Twisted. Twisted's own path buffers every write and, on the asyncio reactor,
+registers the socket with epoll for writing and unregisters it once drained:
+two ``epoll_ctl`` calls and a loop hop per write, which at 1000 clients was
+most of the gateway's CPU (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -15,11 +22,14 @@ import contextlib
 import os
 import socket
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from daphne.server import Server
 from twisted.internet import reactor  # daphne installed the asyncio reactor already
 from twisted.internet.interfaces import IPushProducer
+from twisted.internet.tcp import Server as TcpServer
+from twisted.python.failure import Failure
 from twisted.web import http
 from zope.interface import implementer
 
@@ -35,7 +45,7 @@ except ImportError:  # pragma: no cover - the extra is in requirements.txt
 class RequestFlow:
     """Direct, flow-controlled writes to one daphne request."""
 
-    __slots__ = ("request", "paused", "paused_bytes", "_registered", "_resumed", "_stopped")
+    __slots__ = ("request", "paused", "paused_bytes", "_registered", "_resumed", "_stopped", "_direct")
 
     def __init__(self, request: http.Request) -> None:
         self.request = request
@@ -44,6 +54,8 @@ class RequestFlow:
         self._registered = False
         self._resumed: asyncio.Future[None] | None = None
         self._stopped = False
+        # The plain TCP transport of a chunked HTTP/1.1 response, once headers are out (see _send).
+        self._direct: TcpServer | None = None
 
     def write(self, data: bytes) -> bool:
         request = self.request
@@ -56,8 +68,49 @@ class RequestFlow:
             self._registered = True
         if self.paused:
             self.paused_bytes += len(data)
-        http.Request.write(request, data)
+        direct = self._direct
+        if direct is None:
+            http.Request.write(request, data)
+            if request.chunked and request.startedWriting:
+                transport = getattr(request.channel, "transport", None)
+                if type(transport) is TcpServer:
+                    self._direct = transport
+        elif data and not request._disconnected:
+            request.sentLength += len(data)
+            self._send(direct, b"%x\r\n%b\r\n" % (len(data), data))
         return True
+
+    @staticmethod
+    def _send(transport: TcpServer, chunk: bytes) -> None:
+        """Send now if nothing is queued before it, else (or for the rest) queue it in Twisted."""
+        if (
+            transport.connected
+            and not transport.disconnecting
+            and not transport._writeDisconnected
+            and not transport._tempDataBuffer
+            and len(transport.dataBuffer) == transport.offset
+        ):
+            try:
+                sent = transport.socket.send(chunk)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                sent = 0  # Twisted's own write finds the error and closes the connection
+            if sent == len(chunk):
+                return
+            chunk = chunk[sent:]
+        transport.write(chunk)
+
+    def on_gone(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` once if the client goes away before the response ends (at once if it has).
+
+        A callback on the request, not a task per stream reading ``http.disconnect``.
+        """
+
+        def gone(failure: Failure) -> None:
+            callback()
+
+        self.request.notifyFinish().addErrback(gone)
 
     async def wait_resumed(self) -> None:
         if not self.paused or self._stopped:

@@ -124,7 +124,18 @@ class Gateway:
 
     def start(self, port: int = 0, timeout: float = 30.0) -> Gateway:
         self.process = subprocess.Popen(
-            [sys.executable, "-u", str(ROOT / "manage.py"), "runstreams", "--port", str(port), *self.extra_args],
+            # One worker unless a test asks for more (a later --workers wins): tests inspect one process.
+            [
+                sys.executable,
+                "-u",
+                str(ROOT / "manage.py"),
+                "runstreams",
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+                *self.extra_args,
+            ],
             cwd=ROOT,
             env=self.env,
             stdin=subprocess.DEVNULL,

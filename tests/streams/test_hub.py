@@ -226,3 +226,41 @@ async def test_idle_hubs_are_stopped_and_busy_ones_kept() -> None:
     busy.unsubscribe(hold)
     assert registry.sweep_idle(111.0) == []
     assert registry.sweep_idle(121.0) == ["busy"]
+
+
+async def test_key_filters_are_indexed_and_match_like_any_other_filter() -> None:
+    hub = make_hub()
+    by_key = FakeSink()  # one of two keys, with a header condition on one of them
+    by_header = FakeSink()  # no key: matched against every record
+    hub.subscribe(
+        Subscriber(
+            by_key,
+            filters=FilterSet((MessageFilter(key=b"a"), MessageFilter(key=b"b", headers=(("h", b"1"),)))),
+        ),
+        StartPlan(dict(hub.next)),
+        0,
+    )
+    header_only = Subscriber(by_header, filters=FilterSet((MessageFilter(headers=(("h", b"1"),)),)))
+    hub.subscribe(header_only, StartPlan(dict(hub.next)), 0)
+    feed(
+        hub,
+        rec(0, 0, key=b"a", value=b"1"),
+        rec(0, 1, key=b"b", value=b"2"),
+        Record(1, 0, 0, b"b", b"3", [("h", b"1")]),
+        Record(1, 1, 0, b"c", b"4", [("h", b"1")]),
+        rec(1, 2, key=None, value=b"5"),
+    )
+    assert [e.data for e in by_key.events() if e.data] == ["1", "3"]
+    assert [e.data for e in by_header.events() if e.data] == ["3", "4"]
+    hub.unsubscribe(header_only)
+    assert set(hub._by_key) == {b"a", b"b"}
+    for sub in list(hub.live):
+        hub.unsubscribe(sub)
+    assert hub._by_key == {}
+    assert hub._any_key == {}
+
+
+def test_filter_set_keys() -> None:
+    assert FilterSet().keys is None
+    assert FilterSet((MessageFilter(key=b"a"), MessageFilter(headers=(("h", b"1"),)))).keys is None
+    assert FilterSet((MessageFilter(key=b"a"), MessageFilter(key=b"b"))).keys == frozenset({b"a", b"b"})

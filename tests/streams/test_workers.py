@@ -79,3 +79,12 @@ async def test_two_workers_share_the_port_and_a_dead_one_is_replaced(two_workers
     assert victim not in replaced
     # The replacement needs a moment to listen; streams keep being served meanwhile by the other.
     assert await round_trip(8, "second") == ["second"] * 8
+
+
+def test_workers_default_is_one_per_core_and_one_with_tls_or_in_a_worker(monkeypatch) -> None:
+    from streams.management.commands import runstreams
+
+    monkeypatch.setattr(runstreams.os, "cpu_count", lambda: 4)
+    assert runstreams.workers_default(tls=False, child=False) == 4
+    assert runstreams.workers_default(tls=True, child=False) == 1
+    assert runstreams.workers_default(tls=False, child=True) == 1

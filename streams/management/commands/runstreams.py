@@ -36,7 +36,10 @@ class Command(BaseCommand):
             "--demo", action="store_true", help="Migrate, create a demo admin, topic, route and live data."
         )
         parser.add_argument(
-            "--workers", type=int, default=1, help="Worker processes sharing the port, each with its own hubs."
+            "--workers",
+            type=int,
+            default=None,
+            help="Worker processes sharing the port, each with its own hubs (default: one per core; 1 with TLS).",
         )
         parser.add_argument("--listen-fd", type=int, help=argparse_hidden())
         parser.add_argument("--verbosity-daphne", type=int, default=1, help=argparse_hidden())
@@ -46,6 +49,8 @@ class Command(BaseCommand):
 
         if bool(options["tls_cert"]) != bool(options["tls_key"]):
             raise CommandError("--tls-cert and --tls-key go together")
+        if options["workers"] is None:
+            options["workers"] = workers_default(tls=bool(options["tls_cert"]), child=options["listen_fd"] is not None)
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
         if options["self_signed"] and options["tls_cert"]:
@@ -264,6 +269,13 @@ class Command(BaseCommand):
             return tls_options(cert, key)
         except (OSError, ValueError) as exc:
             raise CommandError(f"cannot use {cert} / {key}: {exc}") from exc
+
+
+def workers_default(*, tls: bool, child: bool) -> int:
+    """One worker per core; one for TLS (several serve plain HTTP only) and in a worker itself."""
+    if tls or child:
+        return 1
+    return os.cpu_count() or 1
 
 
 def argparse_hidden() -> str:
