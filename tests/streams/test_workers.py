@@ -81,10 +81,16 @@ async def test_two_workers_share_the_port_and_a_dead_one_is_replaced(two_workers
     assert await round_trip(8, "second") == ["second"] * 8
 
 
-def test_workers_default_is_one_per_core_and_one_with_tls_or_in_a_worker(monkeypatch) -> None:
+def test_workers_default_is_one_per_core_with_a_shared_layer_else_one(monkeypatch, settings) -> None:
     from streams.management.commands import runstreams
 
     monkeypatch.setattr(runstreams.os, "cpu_count", lambda: 4)
-    assert runstreams.workers_default(tls=False, child=False) == 4
-    assert runstreams.workers_default(tls=True, child=False) == 1
-    assert runstreams.workers_default(tls=False, child=True) == 1
+    assert runstreams.workers_default(tls=False, child=False, shared_layer=True) == 4
+    assert runstreams.workers_default(tls=True, child=False, shared_layer=True) == 1
+    assert runstreams.workers_default(tls=False, child=True, shared_layer=True) == 1
+    # Without Redis a challenge response could land on a worker that does not hold the stream.
+    assert runstreams.workers_default(tls=False, child=False, shared_layer=False) == 1
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    assert not runstreams.channel_layer_shared()
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer"}}
+    assert runstreams.channel_layer_shared()

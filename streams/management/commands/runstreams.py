@@ -39,7 +39,8 @@ class Command(BaseCommand):
             "--workers",
             type=int,
             default=None,
-            help="Worker processes sharing the port, each with its own hubs (default: one per core; 1 with TLS).",
+            help="Worker processes sharing the port, each with its own hubs "
+            "(default: one per core with REDIS_URL set; else, and with TLS, 1).",
         )
         parser.add_argument("--listen-fd", type=int, help=argparse_hidden())
         parser.add_argument("--verbosity-daphne", type=int, default=1, help=argparse_hidden())
@@ -50,7 +51,11 @@ class Command(BaseCommand):
         if bool(options["tls_cert"]) != bool(options["tls_key"]):
             raise CommandError("--tls-cert and --tls-key go together")
         if options["workers"] is None:
-            options["workers"] = workers_default(tls=bool(options["tls_cert"]), child=options["listen_fd"] is not None)
+            options["workers"] = workers_default(
+                tls=bool(options["tls_cert"] or options["self_signed"]),
+                child=options["listen_fd"] is not None,
+                shared_layer=channel_layer_shared(),
+            )
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
         if options["self_signed"] and options["tls_cert"]:
@@ -271,11 +276,22 @@ class Command(BaseCommand):
             raise CommandError(f"cannot use {cert} / {key}: {exc}") from exc
 
 
-def workers_default(*, tls: bool, child: bool) -> int:
-    """One worker per core; one for TLS (several serve plain HTTP only) and in a worker itself."""
-    if tls or child:
+def workers_default(*, tls: bool, child: bool, shared_layer: bool) -> int:
+    """One worker per core when the workers share a channel layer; else one.
+
+    Without a shared layer (no ``REDIS_URL``) a challenge response reaching one worker
+    could not extend a stream held by another, so one process serves everything. TLS
+    (several workers serve plain HTTP only) and a worker itself also mean one.
+    """
+    if tls or child or not shared_layer:
         return 1
     return os.cpu_count() or 1
+
+
+def channel_layer_shared() -> bool:
+    """Whether the channel layer reaches other processes (Redis), not just this one (in-memory)."""
+    backend = str(settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", ""))
+    return bool(backend) and not backend.endswith("InMemoryChannelLayer")
 
 
 def argparse_hidden() -> str:
