@@ -249,3 +249,49 @@ async def test_imported_kafka_route_streams_through_the_gateway(gateway: Any, ka
         while not any(e.has_data for e in events):
             events += parser.feed(await anext(chunks))
     assert [e.data for e in events if e.has_data] == ['{"match":"a"}']
+
+
+async def test_imported_proxy_route_streams_through_the_gateway(
+    gateway: Any, stream_db: None, upstream_sse: Any
+) -> None:
+    """The sse proxy + jwt example imported, then served: its guard and roles hold, events come through.
+
+    Two things only are changed after the import: the upstream (``sse-server:8001`` is not
+    on this machine) and the guard's keys (the example publishes no private key to sign with).
+    Path, kind, guard, roles, credentials and challenge stay as imported.
+    """
+    from asgiref.sync import sync_to_async
+
+    from tests.guards.tokens import mint as token_mint
+    from tests.guards.tokens import rsa_key
+
+    await sync_to_async(applyconfig)(PROXY_EXAMPLE)
+
+    def point_at_test_parts() -> None:
+        route = Route.objects.get(path="/events")
+        route.upstream = f"{upstream_sse.url}/events"
+        route.save()
+        guard = Guard.objects.get(name="authn_jwt")
+        assert (guard.issuer, guard.audience) == ("https://auth.example.com", "https://api.example.com")
+        guard.keys = [rsa_key().jwk()]
+        guard.algorithms = ["RS256"]
+        guard.save()
+
+    await sync_to_async(point_at_test_parts)()
+    claims = {"iss": "https://auth.example.com", "aud": "https://api.example.com"}
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=WAIT) as client:
+        refused = await client.get("/events")
+        assert refused.status_code == 401
+        no_role = token_mint(scope="read:items", **claims)
+        assert (await client.get("/events", params={"access_token": no_role})).status_code == 403
+        token = token_mint(scope="proxy:stream", **claims)
+        upstream_sse.publish(3)
+        async with client.stream(
+            "GET", "/events", params={"access_token": token}, headers={"last-event-id": "0"}
+        ) as response:
+            assert response.status_code == 200
+            parser, events = EventParser(), []
+            chunks = response.aiter_raw()
+            while sum(e.has_data for e in events) < 3:
+                events += parser.feed(await anext(chunks))
+    assert [e.id for e in events if e.has_data] == ["1", "2", "3"]
