@@ -107,10 +107,17 @@ class RequestFlow:
         A callback on the request, not a task per stream reading ``http.disconnect``.
         """
 
+        request = self.request
+        # notifyFinish() made after the connection was lost never fires: ask the request first.
+        if request._disconnected or request.channel is None:
+            if not request.finished:
+                callback()
+            return
+
         def gone(failure: Failure) -> None:
             callback()
 
-        self.request.notifyFinish().addErrback(gone)
+        request.notifyFinish().addErrback(gone)
 
     async def wait_resumed(self) -> None:
         if not self.paused or self._stopped:
