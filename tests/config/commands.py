@@ -6,7 +6,9 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
+import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # The configuration block of SPEC 6, its pipelines section included.
@@ -18,6 +20,15 @@ def applyconfig(path: Path | str, *args: str) -> str:
     out = StringIO()
     call_command("applyconfig", str(path), *args, stdout=out)
     return out.getvalue()
+
+
+def applyconfig_refused(path: Path | str, *args: str) -> str:
+    """The error ``applyconfig`` refuses ``path`` with, which must be one line."""
+    with pytest.raises(CommandError) as raised:
+        applyconfig(path, *args)
+    error = str(raised.value)
+    assert len(error.splitlines()) == 1, error
+    return error
 
 
 def exportconfig(*args: str) -> str:
