@@ -9,6 +9,12 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    from streams.reactor import EventLoopError, reactor_install
+
+    try:
+        reactor_install()  # before Django imports daphne, which would install its own
+    except EventLoopError as exc:
+        sys.exit(f"manage.py: {exc}")
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

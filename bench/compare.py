@@ -3,7 +3,8 @@
 Starts every server it measures and stops it again, all on 127.0.0.1:
 
 - **sluice**: ``manage.py runstreams`` (daphne) fed by Kafka (the embedded tansu broker) through a
-  producer process, as in ``bench/fanout.py``; ``sluice-2w`` is ``runstreams --workers 2``.
+  producer process, as in ``bench/fanout.py``; ``sluice-2w`` is ``runstreams --workers 2``;
+  ``sluice-uvicorn`` is the same ASGI application under uvicorn (uvloop, httptools), one process.
 - **sse-starlette**: sse-starlette on uvicorn (``bench/peers/starlette_app.py``), an asyncio.Queue
   per client and an in-process publisher.
 - **django-eventstream**: django-eventstream on Django + Channels + daphne
@@ -62,6 +63,7 @@ from bench.fanout import (  # noqa: E402
     SseClient,
     Stats,
     fd_limit_raise,
+    free_port,
     loadavg,
     machine_description,
     percentile,
@@ -87,17 +89,11 @@ PEER_REQUIREMENTS = [
 ]
 SECTION_BEGIN = "<!-- bench/compare.py{} results: begin -->"
 SECTION_END = "<!-- bench/compare.py{} results: end -->"
-SERVERS = ("sluice", "sluice-2w", "sse-starlette", "django-eventstream", "nchan")
+SERVERS = ("sluice", "sluice-2w", "sluice-uvicorn", "sse-starlette", "django-eventstream", "nchan")
 SCENARIOS = ("fanout", "peak", "idle", "keyed", "volume")
 
 
 # -- servers -------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def peers_venv() -> Path:
@@ -248,12 +244,15 @@ class SluiceServer(Server):
     name = "sluice"
     ready_on_headers = False  # the preamble's checkpoint says the stream is live
 
-    def __init__(self, tmp: Path, broker: Any, workers: int = 1) -> None:
+    def __init__(self, tmp: Path, broker: Any, workers: int = 1, asgi_server: str = "daphne") -> None:
         super().__init__(tmp)
         self.broker = broker
         self.workers = workers
+        self.asgi_server = asgi_server
         if workers > 1:
             self.name = f"sluice-{workers}w"
+        if asgi_server != "daphne":
+            self.name = f"sluice-{asgi_server}"
         self.topic = f"bench-compare-{uuid.uuid4().hex[:8]}"
         self.gateway: Gateway | None = None
 
@@ -262,7 +261,7 @@ class SluiceServer(Server):
 
         topic_ensure(self.broker.bootstrap, self.topic, partitions=3)
         db = f"sqlite:///{self.tmp}/{self.name}.sqlite3"
-        self.gateway = Gateway(db, self.broker.bootstrap, self.tmp / f"{self.name}.log", self.workers)
+        self.gateway = Gateway(db, self.broker.bootstrap, self.tmp / f"{self.name}.log", self.workers, self.asgi_server)
         self.gateway.manage("migrate", "--verbosity", "0")
         self.gateway.manage(
             "shell",
@@ -615,7 +614,7 @@ async def run_server(server: Server, args: argparse.Namespace) -> list[Row]:
                 clients = max(1, round(args.keyed_rate / 100))
                 row = await run_load(server, "volume", clients, 100.0, args.duration, 0, args.drain)
             elif scenario == "idle":
-                if server.name == "sluice-2w":
+                if server.name == "sluice-2w":  # the same memory per stream as one worker
                     continue
                 row = await run_idle(server, args.idle_clients)
             else:
@@ -816,6 +815,8 @@ async def main_async(args: argparse.Namespace) -> list[Row]:
                     server = SluiceServer(workdir, broker)
                 elif name == "sluice-2w":
                     server = SluiceServer(workdir, broker, workers=2)
+                elif name == "sluice-uvicorn":
+                    server = SluiceServer(workdir, broker, asgi_server="uvicorn")
                 elif name == "sse-starlette":
                     server = StarletteServer(workdir)
                 elif name == "django-eventstream":

@@ -27,6 +27,7 @@ import platform
 import re
 import resource
 import shlex
+import socket
 import subprocess
 import sys
 import tempfile
@@ -462,11 +463,20 @@ def metric_sum(text: str, name: str) -> float:
 # -- gateway -------------------------------------------------------------------------
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class Gateway:
     """``manage.py runstreams --port 0`` on the benchmark's database and broker; output to a log file."""
 
-    def __init__(self, database_url: str, bootstrap: str, log_path: Path, workers: int = 1) -> None:
+    def __init__(
+        self, database_url: str, bootstrap: str, log_path: Path, workers: int = 1, server: str = "daphne"
+    ) -> None:
         self.workers = workers
+        self.server = server
         self.env = dict(os.environ)
         self.env.update(
             {
@@ -496,19 +506,25 @@ class Gateway:
             raise RuntimeError(f"manage.py {args[0]} failed:\n{done.stdout}{done.stderr}")
         return done.stdout
 
+    def command(self) -> list[str]:
+        if self.server == "uvicorn":
+            # The same ASGI application under uvicorn (uvloop, httptools), one process per worker.
+            self.port = free_port()
+            return [
+                *(sys.executable, "-m", "uvicorn", "project.asgi:application"),
+                *("--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)),
+                *("--loop", "uvloop", "--http", "httptools", "--no-access-log", "--log-level", "warning"),
+                *("--backlog", "4096", "--timeout-graceful-shutdown", "5"),
+            ]
+        return [
+            *(sys.executable, "-u", str(ROOT / "manage.py"), "runstreams"),
+            *("--port", "0", "--workers", str(self.workers)),
+        ]
+
     def start(self, timeout: float = 60.0) -> None:
         log = open(self.log_path, "wb")  # noqa: SIM115 - the child keeps writing to it
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-u",
-                str(ROOT / "manage.py"),
-                "runstreams",
-                "--port",
-                "0",
-                "--workers",
-                str(self.workers),
-            ],
+            self.command(),
             cwd=ROOT,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -518,11 +534,15 @@ class Gateway:
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = self.log_path.read_text("utf-8", "replace")
-            found = re.search(r"listening on http://[^/\s]+:(\d+)/", text)
-            if found:
-                self.port = int(found.group(1))
-                return
+            if self.server == "uvicorn":
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            else:
+                text = self.log_path.read_text("utf-8", "replace")
+                found = re.search(r"listening on http://[^/\s]+:(\d+)/", text)
+                if found:
+                    self.port = int(found.group(1))
+                    return
             if self.process.poll() is not None:
                 break
             time.sleep(0.1)
@@ -878,6 +898,12 @@ def arguments() -> argparse.Namespace:
         help="Producer linger.ms (librdkafka's default 5 batches like a real producer).",
     )
     parser.add_argument("--workers", type=int, default=1, help="runstreams --workers (CPU and RSS summed over them).")
+    parser.add_argument(
+        "--server",
+        choices=("daphne", "uvicorn"),
+        default="daphne",
+        help="daphne: manage.py runstreams; uvicorn: the same ASGI application under uvicorn (uvloop, httptools).",
+    )
     parser.add_argument("--partitions", type=int, default=3, help="Partitions of the benchmark topic.")
     parser.add_argument("--drain", type=float, default=15.0, help="Seconds to wait for stragglers after producing.")
     parser.add_argument("--connect-concurrency", type=int, default=50, help="Connections opened at once.")
@@ -912,7 +938,9 @@ async def main_async(args: argparse.Namespace) -> list[Result]:
             for index, (clients, rate) in enumerate(zip(args.clients, args.rates, strict=True)):
                 topic = f"bench-fanout-{uuid.uuid4().hex[:8]}"
                 topic_ensure(broker.bootstrap, topic, partitions=args.partitions)
-                gateway = Gateway(gateway_db, broker.bootstrap, Path(tmp) / f"gateway-{index}.log", args.workers)
+                gateway = Gateway(
+                    gateway_db, broker.bootstrap, Path(tmp) / f"gateway-{index}.log", args.workers, args.server
+                )
                 if index == 0:
                     gateway.manage("migrate", "--verbosity", "0")
                 gateway.manage(

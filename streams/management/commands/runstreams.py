@@ -211,6 +211,7 @@ class Command(BaseCommand):
     def _serve(self, options: dict[str, Any]) -> None:
         from channels.routing import get_default_application
 
+        from streams.reactor import event_loop_name
         from streams.runtime import open_streams_if_started, runtime_stop
         from streams.server import FlowServer, reactor, request_transports
         from streams.shutdown import GracefulShutdown
@@ -227,7 +228,7 @@ class Command(BaseCommand):
                 super().listen_success(listening)
                 address = listening.getHost()
                 shown = f"[{address.host}]" if ":" in address.host else address.host
-                stdout.write(f"Sluice listening on {scheme}://{shown}:{address.port}/")
+                stdout.write(f"Sluice listening on {scheme}://{shown}:{address.port}/ (event loop: {event_loop_name()})")
                 sys.stdout.flush()
 
         server = AnnouncingServer(
