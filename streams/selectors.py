@@ -1,11 +1,22 @@
-"""Reads of stream configuration, cached briefly for the hot path."""
+"""Reads of stream configuration, cached briefly for the hot path.
+
+Opening a stream needs the route table and its topic's settings. Both are read
+from the database at most every ``SLUICE_ROUTE_CACHE_SECONDS`` per worker, one
+read at a time: a storm of reconnecting clients shares one read instead of
+queueing thousands behind the database (see ``Refreshed``). A configuration
+change made in this process, or broadcast by another one, drops both at once.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
+from cachetools import LRUCache
 from channels.db import database_sync_to_async
 from django.conf import settings
 
@@ -21,7 +32,8 @@ from .templating import template_compile
 
 logger = logging.getLogger("sluice.guards")
 
-_table: tuple[float, RouteTable] | None = None
+T = TypeVar("T")
+
 # Unusable schemas already reported, so a route table rebuilt every second does not repeat the error.
 _schema_errors_logged: set[str] = set()
 
@@ -92,6 +104,55 @@ def route_table_build() -> RouteTable:
     return RouteTable(tuple(specs))
 
 
+class Refreshed(Generic[T]):
+    """A value read from the database (in a thread) and reused for ``ROUTE_CACHE_SECONDS``.
+
+    Callers that find it stale while a read is under way wait for that read
+    rather than starting their own. ``invalidate`` drops the value and any read
+    under way (a read that began before a change must not be kept after it).
+    With a cache time of 0 every call reads.
+    """
+
+    def __init__(self, load: Callable[[], T]) -> None:
+        self._load = database_sync_to_async(load)
+        self._value: tuple[float, T] | None = None
+        self._reading: asyncio.Future[T] | None = None
+        self._generation = 0
+
+    async def get(self) -> T:
+        seconds = settings.SLUICE["ROUTE_CACHE_SECONDS"]
+        value = self._value
+        if value is not None and time.monotonic() - value[0] < seconds:
+            return value[1]
+        if seconds <= 0:
+            return await self._load()
+        reading = self._reading
+        if reading is None or reading.get_loop() is not asyncio.get_running_loop():
+            reading = self._reading = asyncio.ensure_future(self._read(self._generation))
+        return await asyncio.shield(reading)
+
+    async def _read(self, generation: int) -> T:
+        started = time.monotonic()
+        try:
+            value = await self._load()
+        finally:
+            if self._generation == generation:
+                self._reading = None
+        if self._generation == generation:
+            self._value = (started, value)
+        return value
+
+    def invalidate(self) -> None:
+        self._generation += 1
+        self._value = None
+        self._reading = None
+
+
+_table: Refreshed[RouteTable] = Refreshed(route_table_build)
+# Per topic name; names can come from path parameters, so the number kept is bounded.
+_topics: LRUCache[str, Refreshed[tuple[CacheLimits, SchemaCheck | None]]] = LRUCache(maxsize=1024)
+
+
 async def route_table_reload() -> RouteTable:
     """The route table, read again now (after a configuration change)."""
     route_table_invalidate()
@@ -100,21 +161,23 @@ async def route_table_reload() -> RouteTable:
 
 async def route_table() -> RouteTable:
     """The route table, rebuilt at most every ``ROUTE_CACHE_SECONDS``."""
-    global _table
-    now = time.monotonic()
-    if _table is None or now - _table[0] >= settings.SLUICE["ROUTE_CACHE_SECONDS"]:
-        _table = (now, await database_sync_to_async(route_table_build)())
-    return _table[1]
+    return await _table.get()
 
 
 def route_table_invalidate() -> None:
-    global _table
-    _table = None
+    """Drop the cached route table and topic settings (the configuration changed)."""
+    _table.invalidate()
+    for topic in list(_topics.values()):
+        topic.invalidate()
+    _topics.clear()
 
 
-def topic_limits(name: str) -> CacheLimits:
-    """Cache bounds for ``name``: its Topic row, or the defaults if it has none."""
-    return topic_settings(name)[0]
+async def topic_settings_async(name: str) -> tuple[CacheLimits, SchemaCheck | None]:
+    """``topic_settings``, cached like the route table."""
+    cached = _topics.get(name)
+    if cached is None:
+        cached = _topics[name] = Refreshed(lambda: topic_settings(name))
+    return await cached.get()
 
 
 def topic_settings(name: str) -> tuple[CacheLimits, SchemaCheck | None]:
@@ -128,10 +191,6 @@ def topic_settings(name: str) -> tuple[CacheLimits, SchemaCheck | None]:
         max_age_seconds=float(topic.cache_max_age_seconds),
     )
     return limits, schema_check(topic.schema) if topic.schema is not None else None
-
-
-topic_limits_async = database_sync_to_async(topic_limits)
-topic_settings_async = database_sync_to_async(topic_settings)
 
 
 @dataclass(frozen=True, slots=True)

@@ -228,7 +228,8 @@ class Command(BaseCommand):
                 super().listen_success(listening)
                 address = listening.getHost()
                 shown = f"[{address.host}]" if ":" in address.host else address.host
-                stdout.write(f"Sluice listening on {scheme}://{shown}:{address.port}/ (event loop: {event_loop_name()})")
+                loop = event_loop_name()
+                stdout.write(f"Sluice listening on {scheme}://{shown}:{address.port}/ (event loop: {loop})")
                 sys.stdout.flush()
 
         server = AnnouncingServer(
