@@ -694,9 +694,14 @@ def load_table(rows: list[Row], scenario: str) -> str:
             f"| {r.server} | {r.opened}/{r.clients} | {r.rate:g} | {r.deliveries_per_s:,.0f} | {r.p50_ms:.1f} ms | "
             f"{r.p99_ms:.1f} ms | {r.max_ms:.1f} ms | {r.lost:,} | {r.disconnects} | {r.server_cpu:.0f} % | "
             f"{r.us_per_delivery:.2f} | {r.client_cpu:.0f} % | {r.publisher_cpu:.0f} % | {r.other_cpu:.0f} % | "
-            f"{mib(r.server_rss)} | {r.rss_per_connection / 1024:.1f} KiB |"
+            f"{mib(r.server_rss)} | {per_connection(r)} |"
         )
     return "\n".join(lines)
+
+
+def per_connection(r: Row) -> str:
+    """RSS per connection; n/a when the process gave memory back while the streams opened (after idle)."""
+    return f"{r.rss_per_connection / 1024:.1f} KiB" if r.rss_per_connection >= 0 else "n/a"
 
 
 def idle_table(rows: list[Row]) -> str:
@@ -708,7 +713,7 @@ def idle_table(rows: list[Row]) -> str:
         if r.scenario == "idle":
             lines.append(
                 f"| {r.server} | {r.opened:,}/{r.clients:,} | {mib(r.server_rss)} | "
-                f"{r.rss_per_connection / 1024:.1f} KiB | {r.broker_connections or 'n/a'} | {r.note} |"
+                f"{per_connection(r)} | {r.broker_connections or 'n/a'} | {r.note} |"
             )
     return "\n".join(lines)
 
