@@ -8,7 +8,7 @@ Two measurements, both with the key already known (inline JWK, as a JWKS key is 
    streams one after another, alternating between a public and an ES256-guarded route on the
    same topic; the time from sending the request to the end of the response headers.
 
-    /work/venv/bin/python bench/admission.py --iterations 5000 --opens 400 --output docs/benchmarks.md
+    python bench/admission.py --iterations 5000 --opens 400 --output docs/benchmarks.md
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def section(rows: list[tuple[str, float, float]], wire: Any, args: argparse.Name
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine_description()}, with:",
         "",
         "```",
-        f"/work/venv/bin/python bench/admission.py --iterations {args.iterations} --opens {args.opens}"
+        f"python bench/admission.py --iterations {args.iterations} --opens {args.opens}"
         " --output docs/benchmarks.md",
         "```",
         "",

@@ -10,7 +10,7 @@ Each message is ``{"seq":n,"ts":<time.time_ns() at produce>,"pad":"..."}``; the
 client parses ``seq`` and ``ts`` out of the ``data:`` line, so latency is from
 the producer's ``produce()`` call (before the broker) to the client's receipt.
 
-    /work/venv/bin/python bench/fanout.py --clients 100,1000 --rate 1000,100 --duration 30 \\
+    python bench/fanout.py --clients 100,1000 --rate 1000,100 --duration 30 \\
         --output docs/benchmarks.md
 
 CPU figures are percent of ONE core (the machine's capacity is nproc x 100 %).

@@ -10,7 +10,7 @@ gateway are sampled from its ``/metrics`` before, during and after; after the
 churn every client leaves and the figures must come back within the bounds
 below (the topic's consumer, idle, is released after ``SLUICE_HUB_IDLE_SECONDS``).
 
-    /work/venv/bin/python bench/soak.py --minutes 10 --open 1000 --churn 50
+    python bench/soak.py --minutes 10 --open 1000 --churn 50
 """
 
 from __future__ import annotations
