@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Generic, TypeVar
 
 from cachetools import LRUCache
@@ -105,7 +106,7 @@ def route_table_build() -> RouteTable:
 
 
 class Refreshed(Generic[T]):
-    """A value read from the database (in a thread) and reused for ``ROUTE_CACHE_SECONDS``.
+    """A value read by ``load`` (a database read in a thread) and reused for ``ROUTE_CACHE_SECONDS``.
 
     Callers that find it stale while a read is under way wait for that read
     rather than starting their own. ``invalidate`` drops the value and any read
@@ -113,8 +114,8 @@ class Refreshed(Generic[T]):
     With a cache time of 0 every call reads.
     """
 
-    def __init__(self, load: Callable[[], T]) -> None:
-        self._load = database_sync_to_async(load)
+    def __init__(self, load: Callable[[], Awaitable[T]]) -> None:
+        self._load = load
         self._value: tuple[float, T] | None = None
         self._reading: asyncio.Future[T] | None = None
         self._generation = 0
@@ -148,7 +149,7 @@ class Refreshed(Generic[T]):
         self._reading = None
 
 
-_table: Refreshed[RouteTable] = Refreshed(route_table_build)
+_table: Refreshed[RouteTable] = Refreshed(database_sync_to_async(route_table_build))
 # Per topic name; names can come from path parameters, so the number kept is bounded.
 _topics: LRUCache[str, Refreshed[tuple[CacheLimits, SchemaCheck | None]]] = LRUCache(maxsize=1024)
 
@@ -176,7 +177,7 @@ async def topic_settings_async(name: str) -> tuple[CacheLimits, SchemaCheck | No
     """``topic_settings``, cached like the route table."""
     cached = _topics.get(name)
     if cached is None:
-        cached = _topics[name] = Refreshed(lambda: topic_settings(name))
+        cached = _topics[name] = Refreshed(partial(_topic_settings_read, name))
     return await cached.get()
 
 
@@ -191,6 +192,9 @@ def topic_settings(name: str) -> tuple[CacheLimits, SchemaCheck | None]:
         max_age_seconds=float(topic.cache_max_age_seconds),
     )
     return limits, schema_check(topic.schema) if topic.schema is not None else None
+
+
+_topic_settings_read = database_sync_to_async(topic_settings)
 
 
 @dataclass(frozen=True, slots=True)

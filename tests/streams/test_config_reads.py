@@ -19,10 +19,10 @@ class Source:
         self.release = threading.Event()
         self.release.set()
 
-    def load(self) -> int:
+    async def load(self) -> int:
         self.reads += 1
         number = self.reads
-        assert self.release.wait(10)
+        assert await asyncio.to_thread(self.release.wait, 10)
         return number
 
 
