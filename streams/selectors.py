@@ -168,9 +168,7 @@ async def route_table() -> RouteTable:
 def route_table_invalidate() -> None:
     """Drop the cached route table and topic settings (the configuration changed)."""
     _table.invalidate()
-    for topic in list(_topics.values()):
-        topic.invalidate()
-    _topics.clear()
+    _topics.clear()  # a read under way lands in an entry no longer kept
 
 
 async def topic_settings_async(name: str) -> tuple[CacheLimits, SchemaCheck | None]:
