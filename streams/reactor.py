@@ -20,14 +20,14 @@ class EventLoopError(ValueError):
     """``SLUICE_EVENT_LOOP`` names a loop Sluice cannot run on."""
 
 
-def reactor_install(name: str | None = None) -> str:
-    """Install Twisted's asyncio reactor on the named loop; return the name of the loop in use."""
+def reactor_install(name: str | None = None) -> None:
+    """Install Twisted's asyncio reactor on the named loop (``event_loop_name`` says which one runs)."""
     if name is None:
         name = os.environ.get("SLUICE_EVENT_LOOP", "") or "asyncio"
     if name not in EVENT_LOOPS:
         raise EventLoopError(f"SLUICE_EVENT_LOOP={name!r}: expected one of {', '.join(EVENT_LOOPS)}")
-    if "twisted.internet.reactor" in sys.modules:  # too late to choose: report what runs
-        return event_loop_name()
+    if "twisted.internet.reactor" in sys.modules:  # too late to choose
+        return
     if name == "uvloop":
         try:
             import uvloop
@@ -39,7 +39,6 @@ def reactor_install(name: str | None = None) -> str:
     from twisted.internet import asyncioreactor
 
     asyncioreactor.install(loop)
-    return name
 
 
 def event_loop_name() -> str:
