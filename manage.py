@@ -9,7 +9,7 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    from streams.reactor import EventLoopError, reactor_install
+    from streams.server.reactor import EventLoopError, reactor_install
 
     try:
         reactor_install()  # before Django imports daphne, which would install its own

@@ -39,11 +39,11 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: E402
 
 from bench.fanout import Gateway, machine_description, output_write  # noqa: E402
 from guards.policy import policy_compile  # noqa: E402
-from streams.admission import stream_admit  # noqa: E402
-from streams.broker import EmbeddedBroker, topic_ensure  # noqa: E402
-from streams.patterns import pattern_compile  # noqa: E402
-from streams.routing import RouteSpec  # noqa: E402
-from streams.templating import template_compile  # noqa: E402
+from streams.core.patterns import pattern_compile  # noqa: E402
+from streams.core.routes import RouteSpec  # noqa: E402
+from streams.core.templating import template_compile  # noqa: E402
+from streams.edge.admission import stream_admit  # noqa: E402
+from streams.server.broker import EmbeddedBroker, topic_ensure  # noqa: E402
 
 SECTION_BEGIN = "<!-- bench/admission.py results: begin -->"
 SECTION_END = "<!-- bench/admission.py results: end -->"

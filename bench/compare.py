@@ -73,7 +73,7 @@ from bench.fanout import (  # noqa: E402
     tree_cpu_seconds,
     tree_rss_bytes,
 )
-from streams.processes import process_stop  # noqa: E402
+from streams.server.processes import process_stop  # noqa: E402
 
 PEERS_DIR = ROOT / "bench" / "peers"
 PEERS_VENV = ROOT / "bench" / ".peers-venv"
@@ -257,7 +257,7 @@ class SluiceServer(Server):
         self.gateway: Gateway | None = None
 
     def start(self) -> None:
-        from streams.broker import topic_ensure
+        from streams.server.broker import topic_ensure
 
         topic_ensure(self.broker.bootstrap, self.topic, partitions=3)
         db = f"sqlite:///{self.tmp}/{self.name}.sqlite3"
@@ -803,7 +803,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def main_async(args: argparse.Namespace) -> list[Row]:
-    from streams.broker import EmbeddedBroker
+    from streams.server.broker import EmbeddedBroker
 
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="sluice-compare-") as tmp_name:

@@ -41,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from streams.processes import process_stop  # noqa: E402  (needs the repository on the path)
+from streams.server.processes import process_stop  # noqa: E402  (needs the repository on the path)
 
 ROUTE_PATH = "/bench/fanout"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -927,7 +927,7 @@ def arguments() -> argparse.Namespace:
 
 
 async def main_async(args: argparse.Namespace) -> list[Result]:
-    from streams.broker import EmbeddedBroker, topic_ensure
+    from streams.server.broker import EmbeddedBroker, topic_ensure
 
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="sluice-bench-") as tmp:

@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from streams.cache import CacheLimits, PartitionCache
-from streams.hub import StartPlan, Subscriber, TopicHub
-from streams.matching import FilterSet, MessageFilter
-from streams.records import Record
-from streams.schemas import SchemaCheck, schema_validator_compile
+from streams.core.filters import FilterSet, MessageFilter
+from streams.core.records import Record
+from streams.core.schemas import SchemaCheck, schema_validator_compile
+from streams.fanout.cache import CacheLimits, PartitionCache
+from streams.fanout.hub import StartPlan, Subscriber, TopicHub
 
 SCHEMA = {"type": "object", "required": ["seq"], "properties": {"seq": {"type": "integer"}, "pad": {"type": "string"}}}
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 
 from pipeline.datasource import partition_ends  # noqa: E402
-from streams.broker import EmbeddedBroker, topic_ensure  # noqa: E402
+from streams.server.broker import EmbeddedBroker, topic_ensure  # noqa: E402
 
 PARTITIONS = 3
 SCHEMA: dict[str, Any] = {

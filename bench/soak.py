@@ -288,7 +288,7 @@ def main() -> None:
     args = parser.parse_args()
     fd_limit_raise(args.open * 2 + 512)
     print(f"{machine_description()}; load average {loadavg()}", flush=True)
-    from streams.broker import EmbeddedBroker, topic_ensure
+    from streams.server.broker import EmbeddedBroker, topic_ensure
 
     with tempfile.TemporaryDirectory(prefix="sluice-soak-") as tmp:
         broker = EmbeddedBroker().start()

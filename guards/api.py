@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework.routers import DefaultRouter
 
-from project.api import ConfigViewSet, ServiceSerializer
+from common.api import ConfigViewSet, ServiceSerializer
 
 from . import services
 from .models import Guard

@@ -9,4 +9,8 @@ class GuardsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import signals  # noqa: F401  (connects the receivers)
+        from common.config.section import section_register
+
+        from .configsection import GuardSection
+
+        section_register(GuardSection())

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import transaction
 
-from project.records import model_upsert
+from common.upsert import model_upsert
 
 from .issuer import DEV_ALGORITHM, DEV_AUDIENCE, DEV_GUARD, DEV_ISSUER, IssuerKey
 from .models import Guard

@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.routers import DefaultRouter
 
-from project.api import ConfigViewSet, ServiceSerializer
+from common.api import ConfigViewSet, ServiceSerializer
 from streams.models import Schema
 
 from . import services

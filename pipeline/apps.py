@@ -8,7 +8,7 @@ class PipelineConfig(AppConfig):
     name = "pipeline"
 
     def ready(self) -> None:
-        from streams.configfile import section_register
+        from common.config.section import section_register
 
         from .configsection import PipelineSection
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from types import NoneType
 from typing import Any
 
-from streams.configdoc import ConfigError, ConfigProblem, DocPath, Document
-from streams.configfile import FieldSpec, ModelSection
+from common.config.document import ConfigError, ConfigProblem, DocPath, Document
+from common.config.section import FieldSpec, ModelSection
 from streams.models import Schema
 
 from .models import Pipeline

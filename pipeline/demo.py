@@ -24,8 +24,8 @@ from typing import Any
 from confluent_kafka import Producer
 from django.conf import settings
 
-from streams.broker import topic_ensure
-from streams.processes import process_stop
+from streams.server.broker import topic_ensure
+from streams.server.processes import process_stop
 
 from .models import Pipeline
 from .services import pipeline_upsert

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from project.records import model_upsert
+from common.upsert import model_upsert
 from streams.models import Schema
 
 from .models import Pipeline, PipelineRun

@@ -12,7 +12,7 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up first)
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from streams.consumers import StreamRouter  # noqa: E402
+from streams.edge.app import StreamRouter  # noqa: E402
 
 # The admin's and pages' static files come from the same server: one process to run.
 application = ProtocolTypeRouter({"http": StreamRouter(fallback=ASGIStaticFilesHandler(django_application))})

@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "drf_spectacular",
+    "common",
     "streams",
     "guards",
     "pipeline",

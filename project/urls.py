@@ -5,14 +5,24 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework.routers import DefaultRouter
 from rest_framework_simplejwt.views import TokenRefreshView
 
+from common.api import StaffTokenObtainPairView
+from guards import api as guards_api
 from guards import views as guard_views
-from project.api import StaffTokenObtainPairView, api_router_build
-from streams import dashboard, views
-from streams.responses import not_found
+from pipeline import api as pipeline_api
+from streams import api as streams_api
+from streams import views
+from streams.edge.responses import not_found
+from streams.ops import dashboard
 
 handler404 = not_found
+
+# Each app's ``api_register(router)`` adds its endpoints under /api/ (and to the OpenAPI document).
+api_router = DefaultRouter()
+for _api in (streams_api, guards_api, pipeline_api):
+    _api.api_register(api_router)
 
 urlpatterns = [
     path("", views.index, name="index"),
@@ -27,5 +37,5 @@ urlpatterns = [
     path("api/token/", StaffTokenObtainPairView.as_view(), name="api-token"),
     path("api/token/refresh/", TokenRefreshView.as_view(), name="api-token-refresh"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/", include(api_router_build().urls)),
+    path("api/", include(api_router.urls)),
 ]

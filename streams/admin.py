@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import Route, RouteFilter, Schema, Topic
+from streams.models import Route, RouteFilter, Schema, Topic
 
 
 @admin.register(Schema)

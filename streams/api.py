@@ -7,11 +7,10 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.routers import DefaultRouter
 
+from common.api import ConfigViewSet, ServiceSerializer
 from guards.models import Guard
-from project.api import ConfigViewSet, ServiceSerializer
-
-from . import services
-from .models import Route, RouteFilter, Schema, Topic
+from streams import services
+from streams.models import Route, RouteFilter, Schema, Topic
 
 
 class SchemaSerializer(ServiceSerializer):

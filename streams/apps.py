@@ -9,4 +9,7 @@ class StreamsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import signals  # noqa: F401  (connects the receivers)
+        from streams import signals  # noqa: F401  (connects the receivers)
+        from streams.config.sections import sections_register
+
+        sections_register()

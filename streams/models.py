@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
-from .patterns import PatternError, pattern_compile
-from .templating import TemplateError, template_compile
+from streams.core.patterns import PatternError, pattern_compile
+from streams.core.templating import TemplateError, template_compile
 
 KAFKA_TOPIC_NAME = RegexValidator(
     r"^[A-Za-z0-9._-]{1,249}$", "A Kafka topic name: letters, digits, '.', '_' and '-' (at most 249)."

@@ -23,13 +23,18 @@ from django.conf import settings
 
 from guards.models import Guard
 from guards.policy import GuardPolicy, PolicyError
-
-from .cache import CacheLimits
-from .models import Route, Schema, Topic
-from .patterns import PatternError, pattern_compile
-from .routing import FilterSpec, RouteSpec, RouteTable
-from .schemas import SchemaCheck, SchemaUnavailable, registry_schemas, schema_reject_all, schema_validator_compile
-from .templating import template_compile
+from streams.core.patterns import PatternError, pattern_compile
+from streams.core.routes import FilterSpec, RouteSpec, RouteTable
+from streams.core.schemas import (
+    SchemaCheck,
+    SchemaUnavailable,
+    registry_schemas,
+    schema_reject_all,
+    schema_validator_compile,
+)
+from streams.core.templating import template_compile
+from streams.fanout.cache import CacheLimits
+from streams.models import Route, Schema, Topic
 
 logger = logging.getLogger("sluice.guards")
 

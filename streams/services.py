@@ -6,10 +6,9 @@ from typing import Any
 
 from django.db import transaction
 
+from common.upsert import model_upsert
 from guards.models import Guard
-from project.records import model_upsert
-
-from .models import Route, RouteFilter, Schema, Topic
+from streams.models import Route, RouteFilter, Schema, Topic
 
 
 @transaction.atomic

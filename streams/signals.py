@@ -11,9 +11,10 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 
-from .models import Route, RouteFilter, Schema, Topic
-from .reconfiguration import CONFIG_GROUP, MESSAGE_TYPE
-from .selectors import route_table_invalidate
+from guards.models import Guard
+from streams.edge.reconfiguration import CONFIG_GROUP, MESSAGE_TYPE
+from streams.models import Route, RouteFilter, Schema, Topic
+from streams.selectors import route_table_invalidate
 
 logger = logging.getLogger("sluice.config")
 
@@ -48,6 +49,7 @@ def config_changed(**kwargs: Any) -> None:
     transaction.on_commit(config_change_publish)
 
 
-for _model in (Route, RouteFilter, Topic, Schema):
+# Routes embed their guard's compiled policy: a guard change is a configuration change too.
+for _model in (Route, RouteFilter, Topic, Schema, Guard):
     post_save.connect(config_changed, sender=_model, dispatch_uid=f"sluice-config-save-{_model.__name__}")
     post_delete.connect(config_changed, sender=_model, dispatch_uid=f"sluice-config-delete-{_model.__name__}")

@@ -6,12 +6,12 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from .asyncapi import asyncapi_document
-from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from .metrics import metrics_text
-from .models import Route
-from .runtime import hub_registry_if_started
-from .selectors import route_listing
+from streams.config.asyncapi import asyncapi_document
+from streams.edge.runtime import hub_registry_if_started
+from streams.models import Route
+from streams.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from streams.ops.metrics import metrics_text
+from streams.selectors import route_listing
 
 
 def index(request: HttpRequest) -> HttpResponse:
@@ -21,7 +21,7 @@ def index(request: HttpRequest) -> HttpResponse:
 
 
 def asyncapi(request: HttpRequest) -> JsonResponse:
-    """AsyncAPI 3.0 of every enabled route (SPEC 7), built in :mod:`streams.asyncapi`."""
+    """AsyncAPI 3.0 of every enabled route (SPEC 7), built in :mod:`streams.config.asyncapi`."""
     return JsonResponse(asyncapi_document(base_url=request.build_absolute_uri("/")))
 
 

@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from streams.broker import EmbeddedBroker, topic_ensure
-from streams.processes import process_stop
+from streams.server.broker import EmbeddedBroker, topic_ensure
+from streams.server.processes import process_stop
 from tests.polling import condition_wait
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from streams.patterns import pattern_compile
-from streams.routing import RouteSpec
-from streams.templating import template_compile
+from streams.core.patterns import pattern_compile
+from streams.core.routes import RouteSpec
+from streams.core.templating import template_compile
 
 
 def route_spec(route_id: int = 1, path: str = "/secure", topic: str = "t", **fields: Any) -> RouteSpec:

@@ -1,10 +1,10 @@
-"""YAML loaded with the position of every key and value (streams.configdoc)."""
+"""YAML loaded with the position of every key and value (common.config.document)."""
 
 from __future__ import annotations
 
 import pytest
 
-from streams.configdoc import ConfigError, Document, Mark, Translation, document_load, path_text
+from common.config.document import ConfigError, Document, Mark, Translation, document_load, path_text
 
 TEXT = """\
 routes:

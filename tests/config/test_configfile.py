@@ -9,17 +9,12 @@ import httpx
 import pytest
 from django.core.management.base import CommandError
 
+from common.config.document import ConfigError, document_load
+from common.config.section import SECTIONS, ModelSection
 from guards.models import Guard
 from guards.services import guard_upsert
 from pipeline.models import Pipeline
-from streams.configdoc import document_load
-from streams.configfile import (
-    SECTIONS,
-    ConfigError,
-    ModelSection,
-    config_apply,
-    config_plan,
-)
+from streams.config.engine import config_apply, config_plan
 from streams.models import Route, Schema, Topic
 from streams.services import route_upsert, schema_upsert, topic_upsert
 from tests.config.commands import FIXTURES, SPEC_EXAMPLE, applyconfig, applyconfig_refused, exportconfig, rows

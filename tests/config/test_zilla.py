@@ -8,11 +8,11 @@ import httpx
 import pytest
 from django.core.management.base import CommandError
 
+from common.config.document import document_load
 from guards.models import Guard
-from streams.configdoc import document_load
-from streams.configfile import document_kind
+from streams.config.loading import document_kind
+from streams.config.zilla import zilla_translate
 from streams.models import Route, Topic
-from streams.zilla import zilla_translate
 from tests.config.commands import FIXTURES, applyconfig, rows
 from tests.sse import EventParser
 

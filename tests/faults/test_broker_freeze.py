@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from streams.broker import EmbeddedBroker, topic_ensure
+from streams.server.broker import EmbeddedBroker, topic_ensure
 from tests.conftest import Gateway
 from tests.faults.harness import (
     PARTITIONS,

@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from streams.broker import free_port
-from streams.processes import process_stop
-from streams.reauthorization import CHALLENGE_CONTENT_TYPE
+from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE
+from streams.server.broker import free_port
+from streams.server.processes import process_stop
 from tests.conftest import Gateway
 from tests.faults.conftest import RESULTS, ScenarioResult
 from tests.faults.harness import Verdict

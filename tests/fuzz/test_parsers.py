@@ -8,9 +8,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from streams.configdoc import ConfigError, ConfigProblem, document_load
-from streams.configfile import config_plan
-from streams.ids import (
+from common.config.document import ConfigError, ConfigProblem, document_load
+from streams.config.engine import config_plan
+from streams.core.ids import (
     MAX_EVENT_ID_BYTES,
     EventIdError,
     b64url_decode,
@@ -20,9 +20,9 @@ from streams.ids import (
     progress_decode,
     progress_encode,
 )
-from streams.patterns import PatternError, pattern_compile
-from streams.sse import checkpoint_frame, event_body, event_frame, preamble
-from streams.templating import ExpansionContext, TemplateError, template_compile
+from streams.core.patterns import PatternError, pattern_compile
+from streams.core.sse import checkpoint_frame, event_body, event_frame, preamble
+from streams.core.templating import ExpansionContext, TemplateError, template_compile
 from tests.fuzz.conftest import TRIED
 from tests.sse import EventParser
 

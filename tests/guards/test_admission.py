@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from guards.policy import policy_compile
-from streams.admission import stream_admit
-from streams.errors import InsufficientRoles, InvalidToken, MissingCredentials, StreamError
-from streams.routing import RouteSpec
+from streams.core.errors import InsufficientRoles, InvalidToken, MissingCredentials, StreamError
+from streams.core.routes import RouteSpec
+from streams.edge.admission import stream_admit
 from tests.guards.tokens import guard_fields, mint
 from tests.specs import route_spec
 

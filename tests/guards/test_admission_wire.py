@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from streams.reauthorization import CHALLENGE_CONTENT_TYPE
+from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE
 from tests.guards.tokens import ec_key, guard_fields, mint, mint_hs256, mint_unsigned, rsa_key
 from tests.polling import condition_wait
 from tests.streams.test_wire import WAIT, Stream, open_stream

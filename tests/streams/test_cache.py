@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from streams.cache import CacheLimits, PartitionCache
-from streams.hub import TopicHub
-from streams.records import Record
+from streams.core.records import Record
+from streams.fanout.cache import CacheLimits, PartitionCache
+from streams.fanout.hub import TopicHub
 
 
 def record(offset: int, timestamp: int | None = None, partition: int = 0, value: bytes = b"v") -> Record:

@@ -7,7 +7,7 @@ import asyncio
 import httpx
 import pytest
 
-from streams.ids import progress_decode
+from streams.core.ids import progress_decode
 from tests.sse import EventParser
 
 pytestmark = pytest.mark.services

@@ -298,7 +298,7 @@ def test_self_signed_refuses_what_it_cannot_do(args: list[str], message: str) ->
 
 
 def test_tls_options_offer_h2_first(tmp_path: Path) -> None:
-    from streams.tls import ALPN_PROTOCOLS, self_signed_write, tls_options
+    from streams.server.tls import ALPN_PROTOCOLS, self_signed_write, tls_options
 
     cert, key = self_signed_write(tmp_path)
     assert ALPN_PROTOCOLS == [b"h2", b"http/1.1"]

@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from streams.cache import CacheLimits, PartitionCache
-from streams.hub import HubRegistry, StartPlan, Subscriber, TopicHub
-from streams.ids import progress_decode
-from streams.kafka import PartitionEnd
-from streams.matching import FilterSet, MessageFilter
-from streams.records import Record
+from streams.core.filters import FilterSet, MessageFilter
+from streams.core.ids import progress_decode
+from streams.core.records import Record
+from streams.fanout.cache import CacheLimits, PartitionCache
+from streams.fanout.hub import HubRegistry, StartPlan, Subscriber, TopicHub
+from streams.fanout.kafka import PartitionEnd
 from tests.sse import EventParser
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from streams.ids import (
+from streams.core.ids import (
     MAX_EVENT_ID_BYTES,
     EventId,
     EventIdError,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.matching import FilterSet, MessageFilter
+from streams.core.filters import FilterSet, MessageFilter
 
 
 def test_no_filters_pass_everything() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.patterns import PatternError, pattern_compile
+from streams.core.patterns import PatternError, pattern_compile
 
 
 def test_literal_path() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from streams.proxy import FieldDecoder, UpstreamEvent
+from streams.proxy.upstream import FieldDecoder, UpstreamEvent
 from tests.conftest import Gateway, UpstreamServer
 from tests.guards.test_admission_wire import bearer, guard  # noqa: F401 (fixture)
 from tests.guards.tokens import mint
@@ -234,7 +234,7 @@ def sse_transport(count: int, seen: list[httpx.Request]) -> httpx.MockTransport:
 
 
 async def test_a_slow_proxy_client_is_cut_and_the_others_go_on() -> None:
-    from streams.proxy import UpstreamRegistry
+    from streams.proxy.upstream import UpstreamRegistry
 
     seen: list[httpx.Request] = []
     registry = UpstreamRegistry(httpx.AsyncClient(transport=sse_transport(20, seen)))
@@ -260,7 +260,7 @@ async def test_a_slow_proxy_client_is_cut_and_the_others_go_on() -> None:
 
 
 async def test_a_client_over_its_bound_before_its_head_is_out_is_cut_on_attach() -> None:
-    from streams.proxy import UpstreamRegistry
+    from streams.proxy.upstream import UpstreamRegistry
 
     registry = UpstreamRegistry(httpx.AsyncClient(transport=sse_transport(20, [])))
     try:
@@ -303,8 +303,8 @@ async def test_last_event_id_with_a_line_end_is_400_not_sent_upstream(
 
 
 async def test_route_schema_skips_upstream_events_once_per_event_and_moves_the_id() -> None:
-    from streams.proxy import UpstreamRegistry
-    from streams.schemas import schema_validator_compile
+    from streams.core.schemas import schema_validator_compile
+    from streams.proxy.upstream import UpstreamRegistry
 
     body = b"".join(
         f"id: {n}\ndata: {data}\n\n".encode()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streams.reauthorization import (
+from streams.edge.reauthorization import (
     CHALLENGE_FRAME,
     DeadlineRegistry,
     NotPublished,

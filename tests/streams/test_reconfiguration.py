@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from guards.policy import policy_compile
-from streams.reconfiguration import CONFIG_GROUP, MESSAGE_TYPE, ConfigBus, OpenStream, OpenStreams
-from streams.routing import RouteSpec, RouteTable
+from streams.core.routes import RouteSpec, RouteTable
+from streams.edge.reconfiguration import CONFIG_GROUP, MESSAGE_TYPE, ConfigBus, OpenStream, OpenStreams
 from tests.guards.tokens import SECRET, guard_fields, mint_hs256
 from tests.polling import condition_wait_async
 from tests.specs import route_spec

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from streams.ids import event_id_parse
-from streams.records import BINARY_BASE64, BINARY_SKIP, ID_ETAG, ID_KEY, Record
+from streams.core.ids import event_id_parse
+from streams.core.records import BINARY_BASE64, BINARY_SKIP, ID_ETAG, ID_KEY, Record
 from tests.sse import EventParser
 
 

@@ -27,7 +27,7 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 
-from streams.ids import event_id_parse
+from streams.core.ids import event_id_parse
 from streams.services import topic_upsert
 from tests.conftest import Gateway, Kafka
 from tests.metrics import metrics_read

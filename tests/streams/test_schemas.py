@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from streams.records import Record
-from streams.schemas import (
+from streams.core.records import Record
+from streams.core.schemas import (
     RegistrySchemas,
     SchemaUnavailable,
     schema_reject_all,

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from streams.ids import progress_decode
+from streams.core.ids import progress_decode
 from tests.metrics import metric_wait
 from tests.polling import condition_wait_async
 from tests.streams.test_wire import WAIT, open_stream

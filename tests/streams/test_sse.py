@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.sse import (
+from streams.core.sse import (
     CONTENT_TYPE,
     HEARTBEAT,
     checkpoint_frame,

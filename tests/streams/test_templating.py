@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.templating import ExpansionContext, TemplateError, template_compile
+from streams.core.templating import ExpansionContext, TemplateError, template_compile
 
 
 def context(**params: str) -> ExpansionContext:

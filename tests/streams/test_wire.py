@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from streams.ids import b64url_encode, event_id_parse, progress_decode, progress_encode
+from streams.core.ids import b64url_encode, event_id_parse, progress_decode, progress_encode
 from tests.sse import Event, EventParser
 
 pytestmark = pytest.mark.services

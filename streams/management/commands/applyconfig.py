@@ -6,7 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from streams.configfile import ConfigError, config_apply_file
+from common.config.document import ConfigError
+from streams.config.loading import config_apply_file
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from streams.configfile import config_dump, config_export
+from streams.config.engine import config_dump, config_export
 
 
 class Command(BaseCommand):

@@ -46,7 +46,7 @@ class Command(BaseCommand):
         parser.add_argument("--verbosity-daphne", type=int, default=1, help=argparse_hidden())
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from streams.broker import EmbeddedBroker
+        from streams.server.broker import EmbeddedBroker
 
         if bool(options["tls_cert"]) != bool(options["tls_key"]):
             raise CommandError("--tls-cert and --tls-key go together")
@@ -84,7 +84,7 @@ class Command(BaseCommand):
             else:
                 self._serve(options)
         finally:
-            from streams.runtime import hub_registry_stop
+            from streams.edge.runtime import hub_registry_stop
 
             hub_registry_stop()
             for part in reversed(running):
@@ -108,8 +108,8 @@ class Command(BaseCommand):
 
         from guards.issuer import DEV_GUARD, issuer_key_ensure
         from guards.services import dev_guard_ensure
-        from streams.broker import topic_ensure
         from streams.demo import DEMO_PARTITIONS, DEMO_TOPIC, DemoProducer
+        from streams.server.broker import topic_ensure
         from streams.services import route_upsert, topic_upsert
 
         call_command("migrate", interactive=False, verbosity=0)
@@ -184,7 +184,7 @@ class Command(BaseCommand):
         return [raw, job]
 
     def _supervise(self, options: dict[str, Any]) -> None:
-        from streams.workers import Supervisor, listening_socket
+        from streams.server.workers import Supervisor, listening_socket
 
         try:
             sock = listening_socket(options["host"], options["port"])
@@ -211,10 +211,10 @@ class Command(BaseCommand):
     def _serve(self, options: dict[str, Any]) -> None:
         from channels.routing import get_default_application
 
-        from streams.reactor import event_loop_name
-        from streams.runtime import open_streams_if_started, runtime_stop
-        from streams.server import FlowServer, reactor, request_transports
-        from streams.shutdown import GracefulShutdown
+        from streams.edge.runtime import open_streams_if_started, runtime_stop
+        from streams.server.flow import FlowServer, reactor, request_transports
+        from streams.server.reactor import event_loop_name
+        from streams.server.shutdown import GracefulShutdown
 
         host, port = options["host"], options["port"]
         interface = host.replace(":", r"\:")
@@ -263,7 +263,7 @@ class Command(BaseCommand):
 
     def _tls_options(self, options: dict[str, Any]) -> Any:
         """TLS options (ALPN h2, http/1.1) from --tls-cert/--tls-key or --self-signed; None for plain HTTP."""
-        from streams.tls import self_signed_write, tls_options
+        from streams.server.tls import self_signed_write, tls_options
 
         cert, key = options["tls_cert"], options["tls_key"]
         if options["self_signed"]:

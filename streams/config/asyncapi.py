@@ -1,0 +1,198 @@
+"""AsyncAPI 3.0 description of the routes (``GET /asyncapi.json``); :mod:`.asyncapi_import` reads it back.
+
+One channel per enabled route: its address is the route's path with its
+parameters, its messages the ordinary message (payload: the route's schema,
+else the topic's, else text), ``delete`` (tombstones) and ``challenge``
+(continuous authorization); one receive operation per channel carries the
+security schemes of the route's guard. Each channel also holds the route as a
+configuration item under ``x-sluice``, and the root the guards, schemas and
+topics under ``x-sluice``, so the document applied to an empty database
+recreates the same routes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from common.config.section import SECTIONS
+from guards.models import Guard
+from streams.config.sections import RouteSection
+from streams.core.templating import TemplateError, template_compile
+from streams.models import Route, Topic
+
+ASYNCAPI_VERSION = "3.0.0"
+SECRET_FIELDS = ("secret",)  # never published: the document is public
+
+DELETE_MESSAGE = {
+    "name": "delete",
+    "title": "Tombstone",
+    "summary": "The record's key was deleted (a Kafka message with a null value).",
+    "contentType": "text/plain",
+    "payload": {"type": "string", "description": "The key, base64url with padding."},
+}
+CHALLENGE_MESSAGE = {
+    "name": "challenge",
+    "title": "Challenge",
+    "summary": (
+        "The token expires soon: POST to the same URL with content-type application/x-challenge-response"
+        " and a fresh token where the guard reads credentials."
+    ),
+    "contentType": "application/json",
+    "payload": {
+        "type": "object",
+        "required": ["method", "headers"],
+        "properties": {
+            "method": {"type": "string", "const": "POST"},
+            "headers": {
+                "type": "object",
+                "properties": {"content-type": {"type": "string", "const": "application/x-challenge-response"}},
+            },
+        },
+    },
+}
+
+
+def channel_id(path: str, taken: set[str]) -> str:
+    """A component key (``[A-Za-z0-9._-]+``) for a route path, unique among ``taken``."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", path).strip("-") or "root"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def security_schemes(guard: Guard) -> dict[str, dict[str, Any]]:
+    """The places ``guard`` reads a token from, as AsyncAPI security schemes (keyed ``<guard>-<place>``)."""
+    out: dict[str, dict[str, Any]] = {}
+    description = f"JWT verified by guard {guard.name}" + (f" (issuer {guard.issuer})" if guard.issuer else "")
+    if guard.header_name:
+        if guard.header_name.lower() == "authorization" and guard.header_template == "Bearer {credentials}":
+            scheme = {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
+        else:
+            scheme = {"type": "httpApiKey", "name": guard.header_name, "in": "header"}
+        out[f"{guard.name}-header"] = {**scheme, "description": description}
+    if guard.query_param:
+        out[f"{guard.name}-query"] = {
+            "type": "httpApiKey",
+            "name": guard.query_param,
+            "in": "query",
+            "description": description,
+        }
+    if guard.cookie_name:
+        out[f"{guard.name}-cookie"] = {
+            "type": "httpApiKey",
+            "name": guard.cookie_name,
+            "in": "cookie",
+            "description": description,
+        }
+    return out
+
+
+def message_payload(route: Route) -> tuple[dict[str, Any], str]:
+    """The ordinary message's payload schema and content type: the route's schema, else its topic's."""
+    schema = route.schema
+    if schema is None and route.kind == Route.Kind.SSE_KAFKA:
+        try:
+            literal = template_compile(route.topic).is_literal
+        except TemplateError:
+            literal = False
+        topic = Topic.objects.filter(name=route.topic).select_related("schema").first() if literal else None
+        schema = topic.schema if topic is not None else None
+    if schema is None:
+        return {"type": "string", "description": "The record's value, as UTF-8 text."}, "text/plain"
+    if schema.json_schema is not None:
+        payload = schema.json_schema if isinstance(schema.json_schema, dict) else {}
+        return payload, "application/json"
+    version = f" version {schema.version}" if schema.version else ""
+    description = f"JSON validated against subject {schema.subject}{version} of {schema.registry_url}."
+    return {"description": description}, "application/json"
+
+
+def asyncapi_document(*, base_url: str) -> dict[str, Any]:
+    """The AsyncAPI 3.0 document of every enabled route, served from ``base_url``."""
+    parts = urlsplit(base_url)
+    routes = Route.objects.filter(enabled=True).select_related("guard", "schema").prefetch_related("filters")
+    route_section = RouteSection()
+    channels: dict[str, Any] = {}
+    operations: dict[str, Any] = {}
+    schemes: dict[str, Any] = {}
+    taken: set[str] = set()
+    for route in routes.order_by("order", "path"):
+        cid = channel_id(route.path, taken)
+        payload, content_type = message_payload(route)
+        messages: dict[str, Any] = {
+            "message": {
+                "name": "message",
+                "title": "Message",
+                "summary": "A record (event type 'message'; the id resumes the stream).",
+                "contentType": content_type,
+                "payload": payload,
+            }
+        }
+        if route.kind == Route.Kind.SSE_KAFKA:
+            messages["delete"] = DELETE_MESSAGE
+        if route.guard is not None and route.guard.challenge:
+            messages["challenge"] = CHALLENGE_MESSAGE
+        channel: dict[str, Any] = {
+            "address": route.path,
+            "title": route.description or route.path,
+            "messages": messages,
+            "x-sluice": route_section.export(route_section.read(route)),
+        }
+        params = route_params(route.path)
+        if params:
+            channel["parameters"] = {name: {"description": f"Path segment {{{name}}}."} for name in params}
+        channels[cid] = channel
+        operation: dict[str, Any] = {
+            "action": "receive",
+            "summary": f"Open {route.path} as text/event-stream (EventSource).",
+            "channel": {"$ref": f"#/channels/{cid}"},
+            "messages": [{"$ref": f"#/channels/{cid}/messages/{name}"} for name in messages],
+        }
+        if route.guard is not None:
+            guard_schemes = security_schemes(route.guard)
+            schemes.update(guard_schemes)
+            operation["security"] = [{"$ref": f"#/components/securitySchemes/{name}"} for name in guard_schemes]
+            if route.roles:
+                operation["description"] = f"Needs roles: {', '.join(route.roles)}."
+        operations[f"receive-{cid}"] = operation
+    document: dict[str, Any] = {
+        "asyncapi": ASYNCAPI_VERSION,
+        "info": {
+            "title": "Sluice",
+            "version": "1.0.0",
+            "description": "Kafka topics and upstream SSE servers as Server-Sent Events.",
+        },
+        "servers": {
+            "sluice": {
+                "host": parts.netloc or "localhost",
+                "protocol": parts.scheme or "http",
+                "description": "Streams open with GET (EventSource); resume with Last-Event-ID.",
+            }
+        },
+        "defaultContentType": "text/plain",
+        "channels": channels,
+        "operations": operations,
+        "x-sluice": config_items(),
+    }
+    if schemes:
+        document["components"] = {"securitySchemes": schemes}
+    return document
+
+
+def route_params(path: str) -> list[str]:
+    return re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", path)
+
+
+def config_items() -> dict[str, list[dict[str, Any]]]:
+    """Guards (without secrets), schemas and topics as configuration items, for the import."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for section in (SECTIONS[name] for name in ("guards", "schemas", "topics") if name in SECTIONS):
+        items = [section.export(form) for form in section.rows().values()]
+        items = [{k: v for k, v in item.items() if k not in SECRET_FIELDS} for item in items]
+        if items:
+            out[section.name] = items
+    return out

@@ -1,0 +1,68 @@
+"""The route table as plain data: what the stream app needs, with no ORM in sight."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from guards.policy import GuardPolicy
+from streams.core.filters import FilterSet, MessageFilter
+from streams.core.patterns import PathPattern
+from streams.core.schemas import SchemaCheck
+from streams.core.templating import ExpansionContext, Template
+
+
+@dataclass(frozen=True, slots=True)
+class FilterSpec:
+    key: Template | None
+    headers: tuple[tuple[str, Template], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSpec:
+    """One enabled route, compiled."""
+
+    id: int
+    pattern: PathPattern
+    topic: Template
+    filters: tuple[FilterSpec, ...]
+    event_id: str
+    initial: str
+    allow_since: bool
+    binary: str
+    retry_ms: int
+    heartbeat_seconds: int
+    max_pending_bytes: int
+    guard: GuardPolicy | None = None
+    roles: tuple[str, ...] = ()
+    kind: str = "sse-kafka"
+    upstream: str = ""
+    allow_origins: tuple[str, ...] = ()
+    allow_credentials: bool = False
+    # Changes whenever the route's guard (or which guard it is) changes: open streams are then re-admitted.
+    guard_revision: str = ""
+    schema: SchemaCheck | None = None
+
+    def resolve(self, context: ExpansionContext) -> tuple[str, FilterSet]:
+        """The topic and filters for one request (raises ``TemplateError``)."""
+        topic = self.topic.expand(context)
+        filters = tuple(
+            MessageFilter(
+                key=f.key.expand(context).encode("utf-8") if f.key is not None else None,
+                headers=tuple((name, value.expand(context).encode("utf-8")) for name, value in f.headers),
+            )
+            for f in self.filters
+        )
+        return topic, FilterSet(filters)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteTable:
+    routes: tuple[RouteSpec, ...]
+
+    def match(self, path: str) -> tuple[RouteSpec, dict[str, str]] | None:
+        """The first route (by order, then path) whose pattern matches ``path``."""
+        for route in self.routes:
+            params = route.pattern.match(path)
+            if params is not None:
+                return route, params
+        return None

@@ -1,0 +1,103 @@
+"""The worker process's hub registry, built from settings on first use."""
+
+from __future__ import annotations
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from streams.edge.reauthorization import DeadlineRegistry, ReauthorizationBus
+from streams.edge.reconfiguration import ConfigBus, OpenStreams
+from streams.fanout.hub import HubRegistry
+from streams.fanout.kafka import KafkaAccess
+from streams.proxy.upstream import UpstreamRegistry
+
+_registry: HubRegistry | None = None
+
+
+def hub_registry() -> HubRegistry:
+    """This process's :class:`HubRegistry` (one Kafka consumer per topic lives in it)."""
+    global _registry
+    if _registry is None:
+        config = settings.SLUICE
+        if not config["KAFKA_BOOTSTRAP_SERVERS"]:
+            raise RuntimeError("KAFKA_BOOTSTRAP_SERVERS is not set (runstreams starts a broker when it is empty)")
+        access = KafkaAccess(
+            config["KAFKA_BOOTSTRAP_SERVERS"],
+            timeout=config["KAFKA_TIMEOUT"],
+            backlog_readers=config["BACKLOG_READERS"],
+            fetch_linger_seconds=config["FETCH_LINGER_MS"] / 1000,
+        )
+        _registry = HubRegistry(access, idle_seconds=config["HUB_IDLE_SECONDS"])
+    return _registry
+
+
+def hub_registry_if_started() -> HubRegistry | None:
+    return _registry
+
+
+def hub_registry_stop() -> None:
+    global _registry
+    if _registry is not None:
+        _registry.stop()
+        _registry.access.close()
+        _registry = None
+
+
+_bus: ReauthorizationBus | None = None
+
+
+def reauthorization_bus() -> ReauthorizationBus:
+    """This process's open guarded streams and its link to the others, over the channel layer (SPEC 4.3)."""
+    global _bus
+    if _bus is None:
+        _bus = ReauthorizationBus(DeadlineRegistry(), get_channel_layer())
+    return _bus
+
+
+def reauthorization_bus_stop() -> None:
+    global _bus
+    if _bus is not None:
+        _bus.stop()
+        _bus = None
+
+
+_config_bus: ConfigBus | None = None
+
+
+def config_bus() -> ConfigBus:
+    """This process's open streams and its configuration listener (started by the first request)."""
+    global _config_bus
+    if _config_bus is None:
+        from streams.selectors import route_table_reload
+
+        _config_bus = ConfigBus(OpenStreams(), get_channel_layer(), route_table_reload)
+    return _config_bus
+
+
+def open_streams_if_started() -> OpenStreams | None:
+    """This process's open streams, if any request came in."""
+    return _config_bus.streams if _config_bus is not None else None
+
+
+def runtime_stop() -> None:
+    """Stop this process's listeners while its loop still runs."""
+    global _config_bus
+    reauthorization_bus_stop()
+    if _config_bus is not None:
+        _config_bus.stop()
+        _config_bus = None
+
+
+_proxies: UpstreamRegistry | None = None
+
+
+def proxy_registry() -> UpstreamRegistry:
+    """This process's upstream SSE connections (``sse-proxy`` routes), shared between clients."""
+    global _proxies
+    if _proxies is None:
+        _proxies = UpstreamRegistry()
+    return _proxies
+
+
+def proxy_registry_if_started() -> UpstreamRegistry | None:
+    return _proxies

@@ -1,0 +1,320 @@
+"""Blocking confluent-kafka calls, kept in one place and run off the event loop.
+
+The hub never joins a consumer group: it assigns partitions itself, so a
+stream opens at once on any Kafka (and on brokers where group joins are slow).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from streams.core.records import Record
+
+logger = logging.getLogger("sluice.kafka")
+
+
+class KafkaUnavailable(Exception):
+    """No answer from Kafka within the configured timeout."""
+
+
+class TopicNotFound(Exception):
+    """The topic does not exist on the cluster."""
+
+
+def _where(message: Any) -> tuple[int, int]:
+    """Partition and offset of a consumed message (always set on fetched ones)."""
+    partition, offset = message.partition(), message.offset()
+    assert partition is not None
+    assert offset is not None
+    return partition, offset
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionEnd:
+    """A fetch reached the end of a partition; ``offset`` is the true next offset."""
+
+    partition: int
+    offset: int
+
+
+def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    """Settings shared by every consumer Sluice makes: no group, no commits."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        # librdkafka wants a group id even for assign(); it is never joined.
+        "group.id": f"sluice-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "enable.partition.eof": True,
+        "fetch.wait.max.ms": 50,
+        "socket.keepalive.enable": True,
+        "log_level": 3,
+    }
+    config.update(extra)
+    return config
+
+
+class KafkaAccess:
+    """Metadata and offset look-ups for one cluster, on a small thread pool."""
+
+    def __init__(
+        self, bootstrap: str, timeout: float, backlog_readers: int = 4, fetch_linger_seconds: float = 0.005
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self.fetch_linger_seconds = fetch_linger_seconds
+        self.executor = ThreadPoolExecutor(max_workers=2 + backlog_readers, thread_name_prefix="sluice-kafka")
+        self._lookup: Consumer | None = None
+        self._lookup_lock = threading.Lock()
+        self.backlog_slots = asyncio.Semaphore(backlog_readers)
+
+    def _lookup_consumer(self) -> Consumer:
+        with self._lookup_lock:
+            if self._lookup is None:
+                self._lookup = Consumer(consumer_config(self.bootstrap))
+            return self._lookup
+
+    def partitions(self, topic: str) -> list[int]:
+        """Partition ids of ``topic``; raises :class:`TopicNotFound` or :class:`KafkaUnavailable`."""
+        try:
+            metadata = self._lookup_consumer().list_topics(topic, timeout=self.timeout)
+        except KafkaException as exc:
+            raise KafkaUnavailable(str(exc)) from exc
+        described = metadata.topics.get(topic)
+        if described is None or (
+            described.error is not None
+            and described.error.code()
+            in (
+                KafkaError.UNKNOWN_TOPIC_OR_PART,
+                KafkaError._UNKNOWN_TOPIC,
+            )
+        ):
+            raise TopicNotFound(topic)
+        if described.error is not None:
+            raise KafkaUnavailable(str(described.error))
+        if not described.partitions:
+            raise TopicNotFound(topic)
+        return sorted(described.partitions)
+
+    def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
+        """``{partition: (low, high)}`` straight from the brokers."""
+        consumer = self._lookup_consumer()
+        out: dict[int, tuple[int, int]] = {}
+        try:
+            for partition in partitions:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=self.timeout, cached=False
+                )
+                out[partition] = (low, high)
+        except KafkaException as exc:
+            raise KafkaUnavailable(str(exc)) from exc
+        return out
+
+    def offsets_for_time(self, topic: str, partitions: Iterable[int], timestamp_ms: int) -> dict[int, int]:
+        """A lower bound for the first offset at or after ``timestamp_ms`` per partition.
+
+        Some brokers answer 0 here whatever the time, so callers still check
+        record timestamps themselves; -1 (nothing that new) maps to -1.
+        """
+        consumer = self._lookup_consumer()
+        wanted = [TopicPartition(topic, p, timestamp_ms) for p in partitions]
+        try:
+            found = consumer.offsets_for_times(wanted, timeout=self.timeout)
+        except KafkaException as exc:
+            raise KafkaUnavailable(str(exc)) from exc
+        return {tp.partition: tp.offset for tp in found}
+
+    def close(self) -> None:
+        with self._lookup_lock:
+            if self._lookup is not None:
+                self._lookup.close()
+                self._lookup = None
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+# How often the fetch thread copies the high watermarks it has seen (for the lag metric).
+_WATERMARKS_SECONDS = 1.0
+
+
+class LiveFetcher:
+    """The one consumer per topic per process: a thread that hands batches to the loop."""
+
+    def __init__(
+        self,
+        access: KafkaAccess,
+        topic: str,
+        start: dict[int, int],
+        deliver: Callable[[list[Record | PartitionEnd]], None],
+        batch_size: int = 2000,
+    ) -> None:
+        self.topic = topic
+        self._consumer = Consumer(consumer_config(access.bootstrap, **{"queued.max.messages.kbytes": 32768}))
+        self._consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
+        self._deliver = deliver
+        self._batch_size = batch_size
+        self._partitions = sorted(start)
+        # High watermark per partition as last seen by the fetch (replaced whole, read by any thread).
+        self.high_watermarks: dict[int, int] = {}
+        self._linger = access.fetch_linger_seconds
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"sluice-fetch-{topic}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=5)
+
+    def _watermarks_note(self, consumer: Consumer) -> None:
+        """Copy the high watermarks the last fetch responses reported (no broker round trip).
+
+        Runs on the fetch thread: the consumer serialises calls, so another thread
+        asking it would wait for the poll in progress.
+        """
+        marks: dict[int, int] = {}
+        for partition in self._partitions:
+            try:
+                _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, partition), cached=True)
+            except KafkaException:
+                continue
+            if high >= 0:
+                marks[partition] = high
+        self.high_watermarks = marks
+
+    def _run(self) -> None:
+        consumer = self._consumer
+        noted = 0.0
+        try:
+            while not self._stopping.is_set():
+                now = time.monotonic()
+                if now - noted >= _WATERMARKS_SECONDS:
+                    noted = now
+                    self._watermarks_note(consumer)
+                # Wait for the first record only, then take what arrives within the
+                # linger: a record waits at most that long for company, and a busy
+                # topic still gets large batches (one write per client per batch).
+                first = consumer.poll(0.1)
+                if first is None:
+                    continue
+                messages = [first, *consumer.consume(num_messages=self._batch_size - 1, timeout=self._linger)]
+                batch: list[Record | PartitionEnd] = []
+                for message in messages:
+                    error = message.error()
+                    if error is None:
+                        batch.append(Record.from_kafka(message))
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        batch.append(PartitionEnd(*_where(message)))
+                    else:
+                        logger.warning("fetch from %s: %s", self.topic, error)
+                if batch:
+                    self._deliver(batch)
+        except Exception:  # a dead fetcher must be loud, not silent
+            logger.exception("live fetcher for %s stopped", self.topic)
+        finally:
+            consumer.close()
+
+
+class BacklogReader:
+    """A short-lived consumer that reads ranges older than the cache, in chunks."""
+
+    def __init__(self, access: KafkaAccess, topic: str) -> None:
+        self.topic = topic
+        self._access = access
+        self._consumer: Consumer | None = None
+        self._assigned: dict[int, int] = {}
+        # Per partition: just past the last record (or end) this consumer handed out.
+        self._fetched: dict[int, int] = {}
+
+    def read(
+        self, ranges: dict[int, tuple[int, int]], max_records: int, max_bytes: int
+    ) -> tuple[list[Record], dict[int, int]]:
+        """Read records in ``[start, stop)`` per partition (blocking; run it in the pool).
+
+        Returns the records and, per partition, how far the read got: the next
+        offset to read, never beyond ``stop``. A start below the log start moves
+        to the log start.
+        """
+        positions = {p: start for p, (start, _) in ranges.items()}
+        if positions != self._assigned:
+            if any(o < self._fetched.get(p, -1) for p, o in positions.items()):
+                # librdkafka applies assign() asynchronously: records and ends fetched for
+                # the old positions can still come out after it, and when the new range
+                # starts below them they would pass for its next records. A fresh consumer
+                # has none (going forward, the filter below drops them).
+                self.close()
+            if self._consumer is None:
+                self._consumer = Consumer(consumer_config(self._access.bootstrap))
+            self._consumer.assign(
+                [TopicPartition(self.topic, p, o if o >= 0 else OFFSET_BEGINNING) for p, o in positions.items()]
+            )
+            self._assigned = dict(positions)
+        consumer = self._consumer
+        assert consumer is not None
+        stops = {p: stop for p, (_, stop) in ranges.items()}
+        pending = {p for p in ranges if positions[p] < stops[p]}
+        records: list[Record] = []
+        size = 0
+        idle_polls = 0
+        overshot = False
+        while pending and len(records) < max_records and size < max_bytes:
+            messages = consumer.consume(num_messages=min(500, max_records - len(records)), timeout=0.2)
+            if not messages:
+                idle_polls += 1
+                if idle_polls * 0.2 > self._access.timeout:
+                    raise KafkaUnavailable(f"no data from {self.topic} within {self._access.timeout}s")
+                continue
+            idle_polls = 0
+            for message in messages:
+                partition, offset = _where(message)
+                error = message.error()
+                is_end = error is not None and error.code() == KafkaError._PARTITION_EOF
+                if error is None or is_end:
+                    self._fetched[partition] = max(self._fetched.get(partition, -1), offset if is_end else offset + 1)
+                if partition not in pending:
+                    overshot = True  # the consumer has moved on past `positions` here
+                    continue
+                if error is None and offset < positions[partition]:
+                    continue  # fetched for an earlier assignment
+                if error is not None:
+                    if is_end:
+                        positions[partition] = max(positions[partition], min(offset, stops[partition]))
+                        if positions[partition] >= stops[partition]:
+                            pending.discard(partition)
+                        continue
+                    logger.warning("backlog read of %s: %s", self.topic, error)
+                    continue
+                if offset >= stops[partition]:
+                    overshot = True
+                    positions[partition] = stops[partition]
+                    pending.discard(partition)
+                    continue
+                record = Record.from_kafka(message)
+                records.append(record)
+                size += record.size
+                positions[partition] = offset + 1
+                if positions[partition] >= stops[partition]:
+                    pending.discard(partition)
+        # Every message consume() returned was looked at, so a read that goes on
+        # from `positions` needs no re-assignment, unless records past a stop were
+        # dropped (the consumer is then ahead of `positions`).
+        self._assigned = {} if overshot else dict(positions)
+        return records, positions
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self._assigned = {}
+        self._fetched = {}

@@ -1,0 +1,128 @@
+"""Where a stream's bytes go, with the client's pending bytes bounded (SPEC 2.5).
+
+The hub writes frames synchronously; a sink either hands them to the
+transport at once (daphne, with Twisted's flow control telling us how much is
+still unsent) or queues them for a writer task (any other ASGI server).
+Either way ``write`` returns ``False`` once the client is more than
+``limit`` bytes behind, and the hub then cuts the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class Sink(Protocol):
+    limit: int
+    last_write: float
+
+    def write(self, data: bytes) -> bool:
+        """Queue ``data``; ``False`` means the client is over its pending-bytes limit."""
+
+    async def writable(self) -> None:
+        """Return once the client has room for more (used by catch-up reads)."""
+
+    def pending(self) -> int:
+        """Bytes written but not yet accepted by the client's connection."""
+
+    def congested(self) -> bool:
+        """True while the client has not yet taken what it was sent (stop pushing)."""
+
+    def abort(self) -> None:
+        """Drop the connection without waiting for pending bytes."""
+
+
+class FlowSink:
+    """A sink over a daphne request whose producer registration reports back-pressure.
+
+    ``flow`` is the object daphne's ``Server`` subclass put in the scope (see
+    ``streams.server.flow``): ``write``/``abort`` act on the Twisted request at once,
+    and ``paused_bytes`` counts what was written since the transport said stop.
+    """
+
+    __slots__ = ("_flow", "limit", "last_write")
+
+    def __init__(self, flow: Any, limit: int) -> None:
+        self._flow = flow
+        self.limit = limit
+        self.last_write = time.monotonic()
+
+    def write(self, data: bytes) -> bool:
+        self.last_write = time.monotonic()
+        return self._flow.write(data) and self._flow.paused_bytes <= self.limit
+
+    async def writable(self) -> None:
+        await self._flow.wait_resumed()
+
+    def pending(self) -> int:
+        return int(self._flow.paused_bytes)
+
+    def congested(self) -> bool:
+        return bool(self._flow.paused)
+
+    def abort(self) -> None:
+        self._flow.abort()
+
+
+class QueueSink:
+    """A sink for any ASGI server: a bounded byte queue drained by one writer task."""
+
+    def __init__(self, send: Send, limit: int) -> None:
+        self._send = send
+        self.limit = limit
+        self.last_write = time.monotonic()
+        self._chunks: deque[bytes] = deque()
+        self._bytes = 0
+        self._wakeup = asyncio.Event()
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._closed = False
+        self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    def write(self, data: bytes) -> bool:
+        if self._closed:
+            return False
+        self.last_write = time.monotonic()
+        self._chunks.append(data)
+        self._bytes += len(data)
+        self._drained.clear()
+        self._wakeup.set()
+        return self._bytes <= self.limit
+
+    async def writable(self) -> None:
+        await self._drained.wait()
+
+    def pending(self) -> int:
+        return self._bytes
+
+    def congested(self) -> bool:
+        return self._bytes > self.limit // 2
+
+    def abort(self) -> None:
+        self._closed = True
+        self._chunks.clear()
+        self._bytes = 0
+        self._task.cancel()
+
+    async def _drain(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._chunks:
+                chunk = b"".join(self._chunks)
+                self._chunks.clear()
+                await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+                self._bytes = max(0, self._bytes - len(chunk))
+            self._drained.set()
+
+    async def close(self) -> None:
+        """Flush what is queued (used when a stream ends normally)."""
+        if not self._closed:
+            await self._drained.wait()
+        self._task.cancel()

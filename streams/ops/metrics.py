@@ -1,0 +1,217 @@
+"""Prometheus metrics of one worker process (``GET /metrics``).
+
+Hub figures are plain integers the hub bumps once per batch; they are read
+here at scrape time by :class:`HubCollector`, so the fan-out never touches a
+metrics library. Events that happen once per request (admission refusals,
+challenges) are ordinary prometheus-client counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, disable_created_metrics, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from streams.edge.runtime import hub_registry_if_started, proxy_registry_if_started
+
+if TYPE_CHECKING:
+    from streams.fanout.hub import HubRegistry, TopicHub
+
+# The text format only: `*_created` samples would double every counter for no use here.
+disable_created_metrics()
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+stream_metrics = CollectorRegistry(auto_describe=False)
+
+admission_refusals = Counter(
+    "sluice_admission_refusals",
+    "Stream requests refused before the response started, by route and reason.",
+    ["route", "reason"],
+    registry=stream_metrics,
+)
+challenges_sent = Counter(
+    "sluice_challenges_sent",
+    "Challenge events sent to guarded streams before their token expires (SPEC 4.3).",
+    ["route"],
+    registry=stream_metrics,
+)
+challenges_answered = Counter(
+    "sluice_challenges_answered",
+    "Challenge responses received, by route and result (accepted: 204, refused: 401/403).",
+    ["route", "result"],
+    registry=stream_metrics,
+)
+
+# Per-topic series (label `topic`): name -> (kind, help, reader).
+_TOPIC_SERIES: dict[str, tuple[str, str, Callable[[TopicHub], float]]] = {
+    "sluice_subscribers": ("gauge", "Open streams.", lambda h: len(h.live) + len(h.catching_up)),
+    "sluice_subscribers_catching_up": ("gauge", "Streams reading history.", lambda h: len(h.catching_up)),
+    "sluice_cache_records": ("gauge", "Records in the cache.", lambda h: h.cached_records),
+    "sluice_cache_bytes": ("gauge", "Bytes in the cache.", lambda h: h.cached_bytes),
+    "sluice_records_total": ("counter", "Records read from Kafka.", lambda h: h.records_in),
+    "sluice_deliveries_total": ("counter", "Events written to clients.", lambda h: h.deliveries),
+    "sluice_slow_clients_cut_total": (
+        "counter",
+        "Clients cut for exceeding max_pending_bytes.",
+        lambda h: h.cut_slow,
+    ),
+    "sluice_slow_clients_deferred_total": (
+        "counter",
+        "Live clients moved to catch up from the cache because their connection was congested.",
+        lambda h: h.demotions,
+    ),
+    "sluice_catch_ups_cache_total": ("counter", "Catch-ups served from the cache.", lambda h: h.catch_ups_cache),
+    "sluice_catch_ups_kafka_total": (
+        "counter",
+        "Catch-ups that read Kafka (older than the cache).",
+        lambda h: h.catch_ups_kafka,
+    ),
+    "sluice_invalid_records_total": ("counter", "Records not sent: not UTF-8 text.", lambda h: h.invalid),
+    "sluice_schema_rejected_total": (
+        "counter",
+        "Records that failed the topic's schema: delivered to no stream.",
+        lambda h: h.schema_invalid,
+    ),
+}
+
+_DROP_REASONS = ("filter", "schema", "invalid", "slow_client")
+
+
+class HubCollector(Collector):
+    """Reads the hubs of this process at scrape time (on the event loop that runs them)."""
+
+    def __init__(self, registry: Callable[[], HubRegistry | None]) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        registry = self._registry()
+        hubs = sorted(registry.hubs.items()) if registry is not None else []
+        consumers = GaugeMetricFamily("sluice_kafka_consumers", "Live Kafka consumers (one per topic) in this worker.")
+        consumers.add_metric([], len(hubs))
+        yield consumers
+        for name, (kind, help_text, read) in _TOPIC_SERIES.items():
+            family: GaugeMetricFamily | CounterMetricFamily
+            if kind == "gauge":
+                family = GaugeMetricFamily(name, help_text, labels=["topic"])
+            else:
+                family = CounterMetricFamily(name, help_text, labels=["topic"])
+            for topic, hub in hubs:
+                family.add_metric([topic], read(hub))
+            yield family
+        yield from self._routes(hubs)
+        yield from self._kafka(hubs)
+
+    @staticmethod
+    def _routes(hubs: list[tuple[str, TopicHub]]) -> Iterator[Metric]:
+        labels = ["route", "topic"]
+        open_streams = GaugeMetricFamily("sluice_streams_open", "Open streams by route and topic.", labels=labels)
+        delivered = CounterMetricFamily("sluice_events_delivered", "Events written to streams.", labels=labels)
+        sent_bytes = CounterMetricFamily("sluice_bytes_delivered", "Bytes of events written to streams.", labels=labels)
+        dropped = CounterMetricFamily(
+            "sluice_events_dropped",
+            "Events kept from a stream: by its filters, a schema, an unsendable value, or a write that "
+            "overflowed a slow client (which resumes from its last id).",
+            labels=[*labels, "reason"],
+        )
+        route_schema = CounterMetricFamily(
+            "sluice_route_schema_rejected",
+            "Records that failed the route's schema (once per record on the live feed, once per catch-up reading it).",
+            labels=labels,
+        )
+        for topic, hub in hubs:
+            streams: dict[str, int] = {}
+            for sub in [*hub.live, *hub.catching_up]:
+                streams[sub.route] = streams.get(sub.route, 0) + 1
+            for route, count in sorted(streams.items()):
+                open_streams.add_metric([route, topic], count)
+            for route, counts in sorted(hub.route_counts.items()):
+                delivered.add_metric([route, topic], counts.delivered)
+                sent_bytes.add_metric([route, topic], counts.bytes)
+                route_schema.add_metric([route, topic], counts.schema_records)
+                values = (counts.filtered, counts.schema, counts.invalid, counts.slow)
+                for reason, value in zip(_DROP_REASONS, values, strict=True):
+                    dropped.add_metric([route, topic, reason], value)
+        yield from (open_streams, delivered, sent_bytes, dropped, route_schema)
+
+    @staticmethod
+    def _kafka(hubs: list[tuple[str, TopicHub]]) -> Iterator[Metric]:
+        lag = GaugeMetricFamily(
+            "sluice_kafka_consumer_lag",
+            "Records the topic's consumer has yet to read: high watermark minus position.",
+            labels=["topic", "partition"],
+        )
+        ratio = GaugeMetricFamily(
+            "sluice_resume_cache_hit_ratio",
+            "Share of catch-ups (resumes, earliest, since) served from the cache rather than Kafka.",
+            labels=["topic"],
+        )
+        for topic, hub in hubs:
+            for partition, behind in sorted(hub.lag().items()):
+                lag.add_metric([topic, str(partition)], behind)
+            total = hub.catch_ups_cache + hub.catch_ups_kafka
+            if total:
+                ratio.add_metric([topic], hub.catch_ups_cache / total)
+        yield lag
+        yield ratio
+
+
+def metrics_text() -> bytes:
+    """This process's metrics in the Prometheus text format."""
+    return generate_latest(stream_metrics)
+
+
+class ProxyCollector(Collector):
+    """The upstream connections of ``sse-proxy`` routes in this process, read at scrape time."""
+
+    def collect(self) -> Iterator[Metric]:
+        proxies = proxy_registry_if_started()
+        upstreams = GaugeMetricFamily("sluice_proxy_upstreams", "Open upstream connections of sse-proxy routes.")
+        upstreams.add_metric([], len(proxies.upstreams) if proxies else 0)
+        subscribers = GaugeMetricFamily("sluice_proxy_subscribers", "Open streams on sse-proxy routes.")
+        subscribers.add_metric([], proxies.subscribers if proxies else 0)
+        reconnects = CounterMetricFamily("sluice_proxy_reconnects", "Upstreams re-opened after a failure.")
+        reconnects.add_metric([], proxies.reconnects if proxies else 0)
+        cut = CounterMetricFamily("sluice_proxy_slow_clients_cut", "Proxy clients cut for exceeding max_pending_bytes.")
+        cut.add_metric([], proxies.cut_slow if proxies else 0)
+        rejected = CounterMetricFamily(
+            "sluice_proxy_schema_rejected", "Upstream events not sent: their data does not match the route's schema."
+        )
+        rejected.add_metric([], proxies.schema_rejected if proxies else 0)
+        yield from (upstreams, subscribers, reconnects, cut, rejected)
+
+
+class ProcessCollector(Collector):
+    """What a leak would grow in this worker: asyncio tasks, descriptors, threads, resident memory (Linux)."""
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            tasks = len(asyncio.all_tasks())
+        except RuntimeError:  # no running loop (a synchronous test client)
+            tasks = 0
+        gauges = {
+            "sluice_asyncio_tasks": ("Asyncio tasks on this worker's loop.", tasks),
+            "sluice_threads": ("Threads in this worker.", threading.active_count()),
+        }
+        with contextlib.suppress(OSError):
+            gauges["sluice_open_fds"] = ("Open file descriptors.", len(os.listdir("/proc/self/fd")))
+        with contextlib.suppress(OSError, ValueError):
+            pages = int(Path("/proc/self/statm").read_text().split()[1])
+            gauges["sluice_rss_bytes"] = ("Resident set size.", pages * os.sysconf("SC_PAGE_SIZE"))
+        for name, (help_text, amount) in gauges.items():
+            family = GaugeMetricFamily(name, help_text)
+            family.add_metric([], amount)
+            yield family
+
+
+stream_metrics.register(HubCollector(hub_registry_if_started))
+stream_metrics.register(ProcessCollector())
+stream_metrics.register(ProxyCollector())

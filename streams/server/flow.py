@@ -1,0 +1,242 @@
+"""daphne, with Twisted's producer/consumer flow control exposed to the stream app.
+
+daphne's ``send`` writes into the transport without waiting for the socket, so
+an app cannot see a client that stopped reading. :class:`FlowServer` hands each
+HTTP request's app a :class:`RequestFlow` (``scope["extensions"]["sluice.flow"]``):
+it writes straight to the Twisted request, registers as its push producer, and
+counts the bytes written while the transport (or the HTTP/2 stream window)
+says "pause". The hub cuts a client once that count passes its bound.
+
+On plain HTTP/1.1 a write to a connection with nothing pending goes straight
+to the socket (one ``send``), and only what the kernel does not take is left to
+Twisted. Twisted's own path buffers every write and, on the asyncio reactor,
+registers the socket with epoll for writing and unregisters it once drained:
+two ``epoll_ctl`` calls and a loop hop per write, which at 1000 clients was
+most of the gateway's CPU (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from daphne.server import Server
+from twisted.internet import reactor  # daphne installed the asyncio reactor already
+from twisted.internet.interfaces import IPushProducer
+from twisted.internet.tcp import Server as TcpServer
+from twisted.python.failure import Failure
+from twisted.web import http
+from zope.interface import implementer
+
+try:  # HTTP/2 needs twisted[http2]; without it every request is HTTP/1.x.
+    from twisted.web._http2 import H2Stream as _H2Stream
+
+    H2_STREAM: type[Any] | None = _H2Stream
+except ImportError:  # pragma: no cover - the extra is in requirements.txt
+    H2_STREAM = None
+
+
+@implementer(IPushProducer)
+class RequestFlow:
+    """Direct, flow-controlled writes to one daphne request."""
+
+    __slots__ = ("request", "paused", "paused_bytes", "_registered", "_resumed", "_stopped", "_direct")
+
+    def __init__(self, request: http.Request) -> None:
+        self.request = request
+        self.paused = False
+        self.paused_bytes = 0
+        self._registered = False
+        self._resumed: asyncio.Future[None] | None = None
+        self._stopped = False
+        # The plain TCP transport of a chunked HTTP/1.1 response, once headers are out (see _send).
+        self._direct: TcpServer | None = None
+
+    def write(self, data: bytes) -> bool:
+        request = self.request
+        if self._stopped or request.finished or request.channel is None:
+            # Gone, not slow: the data is dropped and the stream app ends on the
+            # http.disconnect daphne sends it (a False here would count a cut).
+            return True
+        if not self._registered:
+            request.registerProducer(self, True)
+            self._registered = True
+        if self.paused:
+            self.paused_bytes += len(data)
+        direct = self._direct
+        if direct is None:
+            http.Request.write(request, data)
+            if request.chunked and request.startedWriting:
+                transport = getattr(request.channel, "transport", None)
+                if type(transport) is TcpServer:
+                    self._direct = transport
+        elif data and not request._disconnected:
+            request.sentLength += len(data)
+            self._send(direct, b"%x\r\n%b\r\n" % (len(data), data))
+        return True
+
+    @staticmethod
+    def _send(transport: TcpServer, chunk: bytes) -> None:
+        """Send now if nothing is queued before it, else (or for the rest) queue it in Twisted."""
+        if (
+            transport.connected
+            and not transport.disconnecting
+            and not transport._writeDisconnected
+            and not transport._tempDataBuffer
+            and len(transport.dataBuffer) == transport.offset
+        ):
+            try:
+                sent = transport.socket.send(chunk)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                sent = 0  # Twisted's own write finds the error and closes the connection
+            if sent == len(chunk):
+                return
+            chunk = chunk[sent:]
+        transport.write(chunk)
+
+    def on_gone(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` once if the client goes away before the response ends (at once if it has).
+
+        A callback on the request, not a task per stream reading ``http.disconnect``.
+        """
+
+        request = self.request
+        # notifyFinish() made after the connection was lost never fires: ask the request first.
+        if request._disconnected or request.channel is None:
+            if not request.finished:
+                callback()
+            return
+
+        def gone(failure: Failure) -> None:
+            callback()
+
+        request.notifyFinish().addErrback(gone)
+
+    async def wait_resumed(self) -> None:
+        if not self.paused or self._stopped:
+            return
+        if self._resumed is None:
+            self._resumed = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._resumed)
+
+    # IPushProducer, called by Twisted when the client's buffers fill and drain.
+    def pauseProducing(self) -> None:
+        self.paused = True
+
+    def resumeProducing(self) -> None:
+        self.paused = False
+        self.paused_bytes = 0
+        self._wake()
+
+    def stopProducing(self) -> None:
+        self._stopped = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._resumed is not None and not self._resumed.done():
+            self._resumed.set_result(None)
+        self._resumed = None
+
+    def release(self) -> None:
+        """Unregister from the request (before the response finishes)."""
+        # After connectionLost the request has no channel left to unregister from.
+        if self._registered and self.request.producer is self and self.request.channel is not None:
+            self.request.unregisterProducer()
+        self._registered = False
+
+    def abort(self) -> None:
+        """Drop the client now: TCP reset on HTTP/1.x, RST_STREAM on HTTP/2."""
+        self._stopped = True
+        self._wake()
+        channel: Any = self.request.channel
+        if channel is None:
+            return
+        if H2_STREAM is not None and isinstance(channel, H2_STREAM):
+            channel.abortConnection()
+        elif channel.transport is not None:
+            _linger_off(channel.transport)
+            channel.transport.abortConnection()
+
+
+def _linger_off(transport: Any) -> None:
+    """Make the close a reset: the kernel drops what it still holds for the client at once.
+
+    Without it, closing sends the whole socket buffer first (megabytes on a
+    fast link), so a slow client learns it was cut only after reading all of
+    it, and the server's kernel keeps that memory meanwhile.
+    """
+    handle = getattr(transport, "getHandle", None)
+    if handle is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        handle().setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+class FlowServer(Server):
+    """daphne's server, adding :class:`RequestFlow` to every HTTP scope.
+
+    With :meth:`adopt_socket` it serves an inherited listening socket instead of
+    its endpoints (the worker processes of ``runstreams --workers``).
+    """
+
+    _adopted_fd: int | None = None
+    _tls: tuple[str, int, Any] | None = None
+
+    def adopt_socket(self, fd: int) -> None:
+        self._adopted_fd = fd
+        self.endpoints: list[str] = []
+
+    def serve_tls(self, interface: str, port: int, options: Any) -> None:
+        """Serve HTTPS on ``interface:port`` with Twisted TLS ``options`` (``streams.server.tls``: ALPN offers h2)."""
+        self._tls = (interface, port, options)
+        self.endpoints = []
+
+    def run(self) -> None:
+        if self._adopted_fd is not None:
+            reactor.callWhenRunning(self._adopt)
+        if self._tls is not None:
+            reactor.callWhenRunning(self._listen_tls)
+        super().run()
+
+    def _listen_tls(self) -> None:
+        from twisted.internet.endpoints import SSL4ServerEndpoint
+
+        assert self._tls is not None
+        interface, port, options = self._tls
+        listening = SSL4ServerEndpoint(reactor, port, options, interface=interface).listen(self.http_factory)
+        listening.addCallback(self.listen_success)
+        listening.addErrback(self.listen_error)
+        self.listeners.append(listening)
+
+    def _adopt(self) -> None:
+        assert self._adopted_fd is not None
+        sock = socket.socket(fileno=os.dup(self._adopted_fd))
+        family = sock.family
+        sock.close()
+        os.set_blocking(self._adopted_fd, False)  # Twisted adopts non-blocking sockets only
+        port = reactor.adoptStreamPort(self._adopted_fd, family, self.http_factory)
+        self.listeners.append(port)
+        self.listen_success(port)
+
+    def create_application(self, protocol: Any, scope: dict[str, Any]) -> Any:
+        if scope.get("type") == "http" and isinstance(protocol, http.Request):
+            scope.setdefault("extensions", {})["sluice.flow"] = RequestFlow(protocol)
+        return super().create_application(protocol, scope)
+
+
+def request_transports(connections: dict[Any, Any]) -> list[Any]:
+    """The transports carrying daphne's current requests (``Server.connections`` keys)."""
+    transports = []
+    for protocol in connections:
+        channel = getattr(protocol, "channel", None)
+        transport = getattr(channel, "transport", None)
+        if transport is not None and transport not in transports:
+            transports.append(transport)
+    return transports
