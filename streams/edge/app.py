@@ -37,6 +37,7 @@ from streams.core.sse import CONTENT_TYPE
 from streams.core.templating import ExpansionContext, TemplateError
 from streams.edge.admission import client_address, stream_admit
 from streams.edge.cors import cors_headers, is_preflight, preflight_headers
+from streams.edge.counters import admission_refusals, challenges_answered, challenges_sent
 from streams.edge.limits import stream_limited
 from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE, CHALLENGE_FRAME, NotPublished, StreamDeadline
 from streams.edge.reconfiguration import OpenStream
@@ -44,7 +45,6 @@ from streams.edge.runtime import config_bus, hub_registry, proxy_registry, reaut
 from streams.fanout.hub import PositionError, StartPlan, Subscriber, TopicHub
 from streams.fanout.kafka import KafkaUnavailable, TopicNotFound
 from streams.fanout.sinks import FlowSink, QueueSink, Sink
-from streams.ops.metrics import admission_refusals, challenges_answered, challenges_sent
 from streams.proxy.upstream import ProxySubscriber, Upstream, UpstreamError, heartbeats_write
 from streams.selectors import route_table, topic_settings_async
 

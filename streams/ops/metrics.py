@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, disable_created_metrics, generate_latest
+from prometheus_client import disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from streams.edge.counters import stream_metrics
 from streams.edge.runtime import hub_registry_if_started, proxy_registry_if_started
 
 if TYPE_CHECKING:
@@ -29,27 +30,6 @@ if TYPE_CHECKING:
 disable_created_metrics()
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-stream_metrics = CollectorRegistry(auto_describe=False)
-
-admission_refusals = Counter(
-    "sluice_admission_refusals",
-    "Stream requests refused before the response started, by route and reason.",
-    ["route", "reason"],
-    registry=stream_metrics,
-)
-challenges_sent = Counter(
-    "sluice_challenges_sent",
-    "Challenge events sent to guarded streams before their token expires (SPEC 4.3).",
-    ["route"],
-    registry=stream_metrics,
-)
-challenges_answered = Counter(
-    "sluice_challenges_answered",
-    "Challenge responses received, by route and result (accepted: 204, refused: 401/403).",
-    ["route", "result"],
-    registry=stream_metrics,
-)
 
 # Per-topic series (label `topic`): name -> (kind, help, reader).
 _TOPIC_SERIES: dict[str, tuple[str, str, Callable[[TopicHub], float]]] = {
