@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from streams.server.broker import EmbeddedBroker, topic_ensure
 from streams.server.processes import process_stop
-from tests.polling import condition_wait
+from tests.support.polling import condition_wait
 
 ROOT = Path(__file__).resolve().parent.parent
 # Async tests set up routes through the ORM before they stream; the gateway itself
@@ -185,7 +185,7 @@ def gateway_env(kafka: Kafka, **extra: str) -> dict[str, str]:
             "SLUICE_DEV": "1",
             "SLUICE_ROUTE_CACHE_SECONDS": "0",
             "SLUICE_KAFKA_TIMEOUT": "5",
-            # Every test client is on loopback; the limit has its own test (tests/streams/test_limits.py).
+            # Every test client is on loopback; the limit has its own test (tests/streams/edge/test_limits.py).
             "SLUICE_MAX_STREAMS_PER_ADDRESS": "0",
             "PYTHONUNBUFFERED": "1",
         }
@@ -288,7 +288,7 @@ def free_port() -> int:
 
 
 class UpstreamServer:
-    """``tests/upstream.py`` (an aiohttp SSE server) in a subprocess, on a port kept across restarts."""
+    """``tests/support/upstream_server.py`` (an aiohttp SSE server) in a subprocess, on a port kept across restarts."""
 
     def __init__(self, port: int = 0) -> None:
         self.port = port or free_port()
@@ -298,7 +298,7 @@ class UpstreamServer:
 
     def start(self, published: int = 0, timeout: float = 30.0) -> UpstreamServer:
         self.process = subprocess.Popen(
-            [sys.executable, "-u", "-m", "tests.upstream", "--port", str(self.port), "--published", str(published)],
+            [sys.executable, "-u", "-m", "tests.support.upstream_server", "--port", str(self.port), "--published", str(published)],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -339,7 +339,7 @@ class UpstreamServer:
 
 @pytest.fixture
 def upstream_sse() -> Iterator[UpstreamServer]:
-    """A running upstream SSE server for this test (see ``tests/upstream.py``)."""
+    """A running upstream SSE server for this test (see ``tests/support/upstream_server.py``)."""
     server = UpstreamServer().start()
     yield server
     server.stop()

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.streams.test_wire import WAIT, open_stream
+from tests.streams.edge.test_wire import WAIT, open_stream
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import Gateway, Kafka
 from tests.guards.test_admission_wire import guard  # noqa: F401 (fixture)
-from tests.guards.tokens import mint
+from tests.support.tokens import mint
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
-from tests.polling import condition_wait_async
+from tests.support.polling import condition_wait_async
 
 PARTITIONS = 3
 GROUPS = ("a", "b")

@@ -29,7 +29,7 @@ from tests.faults.harness import (
     ledger_check,
     produced_past,
 )
-from tests.polling import condition_wait_async
+from tests.support.polling import condition_wait_async
 
 pytestmark = pytest.mark.slow
 

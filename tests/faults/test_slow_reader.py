@@ -22,8 +22,8 @@ from tests.faults.harness import (
     ledger_check,
     produced_past,
 )
-from tests.metrics import metrics_read
-from tests.polling import condition_wait_async
+from tests.support.metrics_scrape import metrics_read
+from tests.support.polling import condition_wait_async
 
 pytestmark = pytest.mark.slow
 

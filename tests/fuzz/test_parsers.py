@@ -24,7 +24,7 @@ from streams.core.patterns import PatternError, pattern_compile
 from streams.core.sse import checkpoint_frame, event_body, event_frame, preamble
 from streams.core.templating import ExpansionContext, TemplateError, template_compile
 from tests.fuzz.conftest import TRIED
-from tests.sse import EventParser
+from tests.support.sse_client import EventParser
 
 offsets = st.integers(min_value=0, max_value=2**62)
 progress_maps = st.dictionaries(st.integers(min_value=0, max_value=100_000), offsets, max_size=20)

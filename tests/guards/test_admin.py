@@ -12,7 +12,7 @@ from guards.models import Guard
 from guards.services import guard_upsert
 from streams.models import Route
 from streams.services import route_upsert
-from tests.guards.tokens import SECRET, rsa_key
+from tests.support.tokens import SECRET, rsa_key
 from tests.streams.test_admin import route_form
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from guards.models import Guard
-from tests.guards.tokens import guard_fields
+from tests.support.tokens import guard_fields
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 

@@ -11,7 +11,7 @@ import pytest
 from guards.jwks import JwksCache, KeysUnavailable, jwks_parse
 from guards.policy import policy_compile
 from guards.verification import TokenRejected, token_verify
-from tests.guards.tokens import ec_key, ed_key, guard_fields, mint, rsa_key
+from tests.support.tokens import ec_key, ed_key, guard_fields, mint, rsa_key
 
 URL = "https://issuer.test/jwks"
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from guards.policy import PolicyError, policy_compile
-from tests.guards.tokens import SECRET, ec_key, guard_fields, rsa_key
+from tests.support.tokens import SECRET, ec_key, guard_fields, rsa_key
 
 
 def compile_error(**overrides: Any) -> PolicyError:

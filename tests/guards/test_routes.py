@@ -9,7 +9,7 @@ from guards.models import Guard
 from guards.services import guard_upsert
 from streams.selectors import route_table_build
 from streams.services import route_upsert
-from tests.guards.tokens import guard_fields, rsa_key
+from tests.support.tokens import guard_fields, rsa_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 

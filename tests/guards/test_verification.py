@@ -13,7 +13,7 @@ from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from guards.policy import GuardPolicy, policy_compile
 from guards.verification import TokenRejected, claim_lookup, roles_read, token_verify
-from tests.guards.tokens import (
+from tests.support.tokens import (
     AUDIENCE,
     ISSUER,
     ec_key,
@@ -260,7 +260,7 @@ def test_kid_tricks_name_no_key(kid: str) -> None:
 
 
 def test_a_kid_that_is_not_a_string_is_malformed() -> None:
-    from tests.guards.tokens import b64
+    from tests.support.tokens import b64
 
     header = b64(json.dumps({"alg": "RS256", "kid": 7}).encode())
     body = b64(json.dumps({"sub": "x", "exp": int(time.time()) + 60}).encode())

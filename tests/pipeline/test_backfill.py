@@ -13,7 +13,7 @@ from django.core.management import call_command
 from pipeline.job import RULE_HEADER
 from pipeline.models import PipelineRun
 from pipeline.services import pipeline_upsert
-from tests.pipeline.records import SCORE_SCHEMA, raw_scores, topic_read
+from tests.support.pipeline_records import SCORE_SCHEMA, raw_scores, topic_read
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from pipeline.datasource import FORMAT_NAME
 from pipeline.models import PipelineRun
 from pipeline.services import pipeline_upsert
-from tests.pipeline.records import SCORE_SCHEMA, topic_read
+from tests.support.pipeline_records import SCORE_SCHEMA, topic_read
 
 pytestmark = pytest.mark.slow
 

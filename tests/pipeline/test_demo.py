@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from pipeline.demo import demo_pipeline_setup
 from pipeline.job import RULE_HEADER
-from tests.pipeline.records import topic_read
+from tests.support.pipeline_records import topic_read
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -20,8 +20,8 @@ from pipeline.job import OFFSET_HEADER, PARTITION_HEADER, RULE_HEADER, TOPIC_HEA
 from pipeline.models import PipelineRun
 from pipeline.services import pipeline_upsert
 from tests.conftest import ROOT, gateway_env
-from tests.pipeline.records import SCORE_SCHEMA, SCORE_SQL, raw_scores, records_produce, topic_read
-from tests.polling import condition_wait
+from tests.support.pipeline_records import SCORE_SCHEMA, SCORE_SQL, raw_scores, records_produce, topic_read
+from tests.support.polling import condition_wait
 
 pytestmark = [pytest.mark.slow]
 

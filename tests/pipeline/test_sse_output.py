@@ -12,8 +12,8 @@ import pytest
 from django.core.management import call_command
 
 from pipeline.services import pipeline_upsert
-from tests.pipeline.records import SCORE_SCHEMA, SCORE_SQL, raw_scores, records_produce
-from tests.sse import EventParser
+from tests.support.pipeline_records import SCORE_SCHEMA, SCORE_SQL, raw_scores, records_produce
+from tests.support.sse_client import EventParser
 
 pytestmark = [pytest.mark.slow]
 

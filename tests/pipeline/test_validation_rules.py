@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql.types import ArrayType, BooleanType, DoubleType, LongType, StringType, StructField, StructType
 
 from pipeline.validation import SchemaError, json_schema_rule, schema_members, schema_record_type, schema_residual
-from tests.pipeline.records import SCORE_SCHEMA
+from tests.support.pipeline_records import SCORE_SCHEMA
 
 
 def test_the_score_schema_needs_no_fallback() -> None:

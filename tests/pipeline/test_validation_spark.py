@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pipeline.validation import RULE_COLUMN, json_schema_rule, records_validate
-from tests.pipeline.records import SCORE_SCHEMA
+from tests.support.pipeline_records import SCORE_SCHEMA
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from tests.guards.tokens import guard_fields
+from tests.support.tokens import guard_fields
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.sse import EventParser
+from tests.support.sse_client import EventParser
 
 pytestmark = pytest.mark.services
 

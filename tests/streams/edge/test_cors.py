@@ -1,0 +1,141 @@
+"""CORS per route: preflights for the stream GET and the challenge-response POST, headers on every answer."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from streams.edge.cors import cors_headers, origin_allowed
+from tests.conftest import Gateway, Kafka, UpstreamServer
+from tests.guards.test_admission_wire import bearer, challenge_response, guard  # noqa: F401 (fixture)
+from tests.support.tokens import mint
+from tests.streams.edge.test_wire import QUIET, WAIT, open_stream
+
+pytestmark = pytest.mark.services
+
+APP = "https://app.example.com"
+EVIL = "https://evil.example.com"
+
+
+@pytest.fixture
+async def client(gateway: Gateway) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=httpx.Timeout(WAIT)) as http:
+        yield http
+
+
+@pytest.fixture
+def kafka_route(kafka: Kafka, route: Any) -> Callable[..., str]:
+    def make(**fields: Any) -> str:
+        path = f"/cors/{uuid.uuid4().hex[:8]}"
+        route(path=path, topic=kafka.topic(), heartbeat_seconds=QUIET, **fields)
+        return path
+
+    return make
+
+
+def preflight(origin: str, method: str = "GET", headers: str = "last-event-id") -> dict[str, str]:
+    return {"origin": origin, "access-control-request-method": method, "access-control-request-headers": headers}
+
+
+def cors_of(response: httpx.Response) -> dict[str, str]:
+    return {k: v for k, v in response.headers.items() if k.startswith("access-control-")}
+
+
+def test_origin_matching() -> None:
+    assert origin_allowed("https://a.test", ["https://a.test/"])
+    assert not origin_allowed("https://a.test.evil", ["https://a.test"])
+    assert origin_allowed("null", ["*"])
+    scope = {"headers": [(b"origin", b"https://a.test")]}
+    assert cors_headers(scope, ["*"], False) == [
+        (b"access-control-allow-origin", b"*"),
+        (b"access-control-expose-headers", b"www-authenticate, retry-after, allow, content-type"),
+    ]
+    assert cors_headers({"headers": []}, ["*"], False) == []
+
+
+async def test_preflight_for_the_stream_get(client: httpx.AsyncClient, kafka_route: Callable[..., str]) -> None:
+    path = kafka_route(allow_origins=[APP])
+    response = await client.options(path, headers=preflight(APP))
+    assert response.status_code == 204
+    assert cors_of(response) == {
+        "access-control-allow-origin": APP,
+        "access-control-allow-methods": "GET, HEAD",
+        "access-control-allow-headers": "authorization, content-type, last-event-id, cache-control",
+        "access-control-max-age": "600",
+        "access-control-expose-headers": "www-authenticate, retry-after, allow, content-type",
+    }
+    assert response.headers["vary"] == "origin"
+
+
+async def test_preflight_from_an_origin_not_allowed_is_403_without_cors_headers(
+    client: httpx.AsyncClient, kafka_route: Callable[..., str]
+) -> None:
+    for path in (kafka_route(allow_origins=[APP]), kafka_route()):
+        response = await client.options(path, headers=preflight(EVIL))
+        assert response.status_code == 403
+        assert response.json()["error"] == "origin_not_allowed"
+        assert cors_of(response) == {}
+
+
+async def test_preflight_for_post_on_a_public_route_is_403(
+    client: httpx.AsyncClient, kafka_route: Callable[..., str]
+) -> None:
+    path = kafka_route(allow_origins=[APP])
+    response = await client.options(path, headers=preflight(APP, "POST", "content-type"))
+    assert response.status_code == 403
+    assert "POST" in response.json()["detail"]
+
+
+async def test_stream_answers_carry_cors_headers_only_for_allowed_origins(
+    client: httpx.AsyncClient, kafka_route: Callable[..., str]
+) -> None:
+    path = kafka_route(allow_origins=[APP])
+    async with open_stream(client, path, headers={"origin": APP}) as stream:
+        assert stream.response.headers["access-control-allow-origin"] == APP
+        assert "access-control-allow-credentials" not in stream.response.headers
+    async with open_stream(client, path, headers={"origin": EVIL}) as stream:
+        assert cors_of(stream.response) == {}
+    wildcard = kafka_route(allow_origins=["*"])
+    async with open_stream(client, wildcard, headers={"origin": EVIL}) as stream:
+        assert stream.response.headers["access-control-allow-origin"] == "*"
+    refused = await client.get(path, headers={"origin": APP, "last-event-id": "not-an-id"})
+    assert refused.status_code == 400
+    assert refused.headers["access-control-allow-origin"] == APP  # a script can read why
+
+
+async def test_guarded_route_with_credentials_preflight_and_challenge_response(
+    client: httpx.AsyncClient,
+    kafka_route: Callable[..., str],
+    guard: Callable[..., str],  # noqa: F811 (the fixture imported above)
+) -> None:
+    path = kafka_route(
+        allow_origins=[APP], allow_credentials=True, guard=guard(challenge=1, cookie_name="jwt"), roles=["read:items"]
+    )
+    response = await client.options(path, headers=preflight(APP, "POST", "content-type, authorization"))
+    assert response.status_code == 204
+    assert response.headers["access-control-allow-methods"] == "GET, HEAD, POST"
+    assert response.headers["access-control-allow-credentials"] == "true"
+    answer = await client.post(path, headers={"origin": APP, **challenge_response(mint())})
+    assert answer.status_code == 204
+    assert (answer.headers["access-control-allow-origin"], answer.headers["access-control-allow-credentials"]) == (
+        APP,
+        "true",
+    )
+    unauthorized = await client.get(path, headers={"origin": APP})
+    assert unauthorized.status_code == 401
+    assert "www-authenticate" in unauthorized.headers["access-control-expose-headers"]
+    async with open_stream(client, path, headers={"origin": APP, "cookie": f"jwt={mint()}"}) as stream:
+        assert stream.response.headers["access-control-allow-credentials"] == "true"
+    assert (await client.head(path, headers=bearer(mint()))).status_code == 200
+
+
+async def test_proxy_route_cors(client: httpx.AsyncClient, route: Any, upstream_sse: UpstreamServer) -> None:
+    path = f"/cors-proxy/{uuid.uuid4().hex[:8]}"
+    route(path=path, kind="sse-proxy", upstream=f"{upstream_sse.url}/events", topic="", allow_origins=[APP])
+    assert (await client.options(path, headers=preflight(APP))).status_code == 204
+    async with open_stream(client, path, headers={"origin": APP}) as stream:
+        assert stream.response.headers["access-control-allow-origin"] == APP

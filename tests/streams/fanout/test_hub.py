@@ -1,0 +1,266 @@
+"""The hub's fan-out and cache logic, driven directly (Kafka faked: records are handed in)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from streams.core.filters import FilterSet, MessageFilter
+from streams.core.ids import progress_decode
+from streams.core.records import Record
+from streams.fanout.cache import CacheLimits, PartitionCache
+from streams.fanout.hub import HubRegistry, StartPlan, Subscriber, TopicHub
+from streams.fanout.kafka import PartitionEnd
+from tests.support.sse_client import EventParser
+
+
+class FakeSink:
+    """Collects writes; can refuse like a client past its pending-bytes bound."""
+
+    def __init__(self, limit: int = 1 << 20) -> None:
+        self.limit = limit
+        self.last_write = time.monotonic()
+        self.writes: list[bytes] = []
+        self.full = False
+        self.busy = False
+        self.aborted = False
+
+    def write(self, data: bytes) -> bool:
+        self.writes.append(data)
+        self.last_write = time.monotonic()
+        return not self.full
+
+    async def writable(self) -> None:
+        await asyncio.sleep(0)
+
+    def pending(self) -> int:
+        return 0
+
+    def congested(self) -> bool:
+        return self.busy
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def events(self) -> list:
+        return EventParser().feed(b"".join(self.writes))
+
+
+def make_hub(partitions: int = 2, limits: CacheLimits | None = None) -> TopicHub:
+    hub = TopicHub("topic", access=None, limits=limits or CacheLimits())  # type: ignore[arg-type]
+    hub.partitions = list(range(partitions))
+    hub.next = dict.fromkeys(hub.partitions, 0)
+    hub.caches = {p: PartitionCache(p, 0) for p in hub.partitions}
+    hub._in_flight.acquire = lambda *a, **k: True  # type: ignore[method-assign]
+    return hub
+
+
+def feed(hub: TopicHub, *records: Record | PartitionEnd) -> None:
+    hub._in_flight.acquire()
+    hub._ingest(list(records))
+
+
+def rec(
+    partition: int, offset: int, value: bytes | None = b"v", key: bytes | None = b"k", ts: int | None = None
+) -> Record:
+    return Record(partition, offset, ts if ts is not None else int(time.time() * 1000), key, value)
+
+
+async def test_live_frame_is_encoded_once_and_shared() -> None:
+    hub = make_hub()
+    sinks = [FakeSink() for _ in range(3)]
+    for sink in sinks:
+        hub.subscribe(Subscriber(sink), StartPlan(dict(hub.next)), retry_ms=2000)
+    feed(hub, rec(0, 0, b"hello"))
+    frames = [sink.writes[-1] for sink in sinks]
+    assert frames[0] == b"id: AQQAAgIA\ndata: hello\n\n"
+    assert all(frame is frames[0] for frame in frames)  # the same bytes object, not copies
+
+
+async def test_filters_progress_and_checkpoint_on_heartbeat() -> None:
+    hub = make_hub()
+    mine = FakeSink()
+    hub.subscribe(
+        Subscriber(mine, FilterSet((MessageFilter(key=b"me"),)), heartbeat_seconds=0), StartPlan(dict(hub.next)), 0
+    )
+    feed(hub, rec(1, 0, key=b"other"), rec(0, 0, key=b"me", value=b"x"), rec(1, 1, key=b"other"))
+    events = [e for e in mine.events() if e.has_data]
+    assert [e.data for e in events] == ["x"]
+    assert progress_decode(events[0].id) == {0: 1, 1: 1}
+    hub.heartbeat(time.monotonic() + 1)
+    assert progress_decode(mine.events()[-1].id) == {0: 1, 1: 2}
+
+
+async def test_partition_end_moves_progress_past_gaps() -> None:
+    hub = make_hub()
+    feed(hub, rec(0, 0), PartitionEnd(0, 5))
+    assert hub.next == {0: 5, 1: 0}
+
+
+async def test_catch_up_from_cache_then_live_without_gap_or_duplicate() -> None:
+    hub = make_hub()
+    feed(hub, *(rec(p, o, value=f"{p}:{o}".encode()) for o in range(5) for p in (0, 1)))
+    sink = FakeSink()
+    sub = Subscriber(sink)
+    hub.subscribe(sub, StartPlan({0: 2, 1: 3}), 0)
+    assert not sub.is_live
+    feed(hub, rec(0, 5, value=b"0:5"))  # arrives while the subscriber is still behind
+    await asyncio.wait_for(sub.task, timeout=5)  # type: ignore[arg-type]
+    assert sub.is_live
+    feed(hub, rec(1, 5, value=b"1:5"))
+    got = [e.data for e in sink.events() if e.has_data]
+    assert sorted(got) == sorted(["0:2", "0:3", "0:4", "0:5", "1:3", "1:4", "1:5"])
+    assert [d for d in got if d.startswith("0:")] == ["0:2", "0:3", "0:4", "0:5"]
+    last = [e for e in sink.events() if e.has_data][-1]
+    assert progress_decode(last.id) == {0: 6, 1: 6}
+
+
+async def test_slow_subscriber_is_cut_and_others_continue() -> None:
+    hub = make_hub()
+    slow, fast = FakeSink(), FakeSink()
+    slow_sub = Subscriber(slow)
+    hub.subscribe(slow_sub, StartPlan(dict(hub.next)), 0)
+    hub.subscribe(Subscriber(fast), StartPlan(dict(hub.next)), 0)
+    slow.full = True
+    feed(hub, rec(0, 0))
+    assert slow.aborted
+    assert slow_sub.closed.result() == "slow"
+    assert slow_sub not in hub.live
+    feed(hub, rec(0, 1))
+    assert len([e for e in fast.events() if e.has_data]) == 2
+    assert hub.cut_slow == 1
+
+
+@pytest.mark.parametrize(
+    ("limits", "expected_start"),
+    [
+        (CacheLimits(max_messages=3), {0: 1, 1: 1}),
+        (CacheLimits(max_bytes=4 * (200 + 1 + 3)), {0: 1, 1: 0}),
+    ],
+)
+async def test_cache_bounds_evict_oldest_first(limits: CacheLimits, expected_start: dict[int, int]) -> None:
+    hub = make_hub(limits=limits)
+    base = 1_000_000
+    feed(
+        hub,
+        rec(0, 0, ts=base),
+        rec(1, 0, ts=base + 1),
+        rec(0, 1, ts=base + 2),
+        rec(1, 1, ts=base + 3),
+        rec(0, 2, ts=base + 4),
+    )
+    assert {p: c.start for p, c in hub.caches.items()} == expected_start
+    assert hub.cached_records == sum(len(c) for c in hub.caches.values())
+
+
+async def test_cache_age_bound() -> None:
+    hub = make_hub(limits=CacheLimits(max_age_seconds=10))
+    now = int(time.time() * 1000)
+    feed(hub, rec(0, 0, ts=now - 20_000), rec(0, 1, ts=now))
+    hub.evict_expired(now)
+    assert hub.caches[0].start == 1
+    assert hub.cached_records == 1
+
+
+async def test_congested_subscriber_is_demoted_then_catches_up_without_loss() -> None:
+    hub = make_hub()
+    sink = FakeSink()
+    sub = Subscriber(sink)
+    hub.subscribe(sub, StartPlan(dict(hub.next)), 0)
+    feed(hub, rec(0, 0, value=b"a"))
+    sink.busy = True  # the client has not read the last write yet
+    feed(hub, rec(0, 1, value=b"b"), rec(1, 0, value=b"c"))
+    assert sub not in hub.live
+    assert sub.demoted
+    assert hub.demotions == 1
+    sink.busy = False
+    await asyncio.wait_for(sub.task, timeout=5)  # type: ignore[arg-type]
+    assert sub.is_live
+    assert not sub.demoted
+    feed(hub, rec(1, 1, value=b"d"))
+    events = [e for e in sink.events() if e.has_data]
+    assert [e.data for e in events] == ["a", "b", "c", "d"]
+    assert progress_decode(events[-1].id) == {0: 2, 1: 2}
+    assert not sink.aborted
+
+
+async def test_demoted_subscriber_that_leaves_the_cache_is_cut() -> None:
+    hub = make_hub(limits=CacheLimits(max_messages=2))
+    sink = FakeSink()
+    sub = Subscriber(sink)
+    hub.subscribe(sub, StartPlan(dict(hub.next)), 0)
+    sink.busy = True
+    feed(hub, rec(0, 0))
+    assert sub.demoted
+    feed(hub, rec(0, 1), rec(0, 2), rec(0, 3))  # its position (offset 0) is evicted
+    hub.heartbeat(time.monotonic())
+    assert sink.aborted
+    assert sub.closed.result() == "slow"
+
+
+async def test_unfiltered_subscribers_share_one_batch_buffer() -> None:
+    hub = make_hub()
+    sinks = [FakeSink() for _ in range(3)]
+    for sink in sinks:
+        hub.subscribe(Subscriber(sink), StartPlan(dict(hub.next)), 0)
+    feed(hub, rec(0, 0, value=b"x"), rec(1, 0, value=b"y"))
+    batches = [sink.writes[-1] for sink in sinks]
+    assert all(batch is batches[0] for batch in batches)
+    assert [e.data for e in EventParser().feed(batches[0])] == ["x", "y"]
+    assert hub.deliveries == 6
+
+
+async def test_idle_hubs_are_stopped_and_busy_ones_kept() -> None:
+    registry = HubRegistry(access=None, idle_seconds=10)  # type: ignore[arg-type]
+    idle, busy = make_hub(), make_hub()
+    idle.topic, busy.topic = "idle", "busy"
+    registry.hubs.update({"idle": idle, "busy": busy})
+    hold = Subscriber(FakeSink())
+    busy.subscribe(hold, StartPlan(dict(busy.next)), 0)
+    assert registry.sweep_idle(100.0) == []  # idle clock starts
+    assert registry.sweep_idle(105.0) == []
+    assert registry.sweep_idle(110.0) == ["idle"]
+    assert set(registry.hubs) == {"busy"}
+    busy.unsubscribe(hold)
+    assert registry.sweep_idle(111.0) == []
+    assert registry.sweep_idle(121.0) == ["busy"]
+
+
+async def test_key_filters_are_indexed_and_match_like_any_other_filter() -> None:
+    hub = make_hub()
+    by_key = FakeSink()  # one of two keys, with a header condition on one of them
+    by_header = FakeSink()  # no key: matched against every record
+    hub.subscribe(
+        Subscriber(
+            by_key,
+            filters=FilterSet((MessageFilter(key=b"a"), MessageFilter(key=b"b", headers=(("h", b"1"),)))),
+        ),
+        StartPlan(dict(hub.next)),
+        0,
+    )
+    header_only = Subscriber(by_header, filters=FilterSet((MessageFilter(headers=(("h", b"1"),)),)))
+    hub.subscribe(header_only, StartPlan(dict(hub.next)), 0)
+    feed(
+        hub,
+        rec(0, 0, key=b"a", value=b"1"),
+        rec(0, 1, key=b"b", value=b"2"),
+        Record(1, 0, 0, b"b", b"3", [("h", b"1")]),
+        Record(1, 1, 0, b"c", b"4", [("h", b"1")]),
+        rec(1, 2, key=None, value=b"5"),
+    )
+    assert [e.data for e in by_key.events() if e.data] == ["1", "3"]
+    assert [e.data for e in by_header.events() if e.data] == ["3", "4"]
+    hub.unsubscribe(header_only)
+    assert set(hub._by_key) == {b"a", b"b"}
+    for sub in list(hub.live):
+        hub.unsubscribe(sub)
+    assert hub._by_key == {}
+    assert hub._any_key == {}
+
+
+def test_filter_set_keys() -> None:
+    assert FilterSet().keys is None
+    assert FilterSet((MessageFilter(key=b"a"), MessageFilter(headers=(("h", b"1"),)))).keys is None
+    assert FilterSet((MessageFilter(key=b"a"), MessageFilter(key=b"b"))).keys == frozenset({b"a", b"b"})

@@ -1,0 +1,1 @@
+"""Helpers the tests share: SSE client, polling, loopback servers, tokens, fixtures."""
