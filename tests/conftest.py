@@ -298,7 +298,16 @@ class UpstreamServer:
 
     def start(self, published: int = 0, timeout: float = 30.0) -> UpstreamServer:
         self.process = subprocess.Popen(
-            [sys.executable, "-u", "-m", "tests.support.upstream_server", "--port", str(self.port), "--published", str(published)],
+            [
+                sys.executable,
+                "-u",
+                "-m",
+                "tests.support.upstream_server",
+                "--port",
+                str(self.port),
+                "--published",
+                str(published),
+            ],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -13,8 +13,8 @@ import pytest
 
 from tests.conftest import Gateway, Kafka, UpstreamServer
 from tests.guards.test_admission_wire import guard  # noqa: F401 (fixture)
-from tests.support.tokens import mint
 from tests.support.polling import condition_wait
+from tests.support.tokens import mint
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

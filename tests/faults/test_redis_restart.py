@@ -26,9 +26,9 @@ from streams.server.processes import process_stop
 from tests.conftest import Gateway
 from tests.faults.conftest import RESULTS, ScenarioResult
 from tests.faults.harness import Verdict
-from tests.support.tokens import guard_fields, mint
-from tests.support.polling import condition_wait
 from tests.streams.edge.test_wire import Stream, open_stream
+from tests.support.polling import condition_wait
+from tests.support.tokens import guard_fields, mint
 
 pytestmark = [
     pytest.mark.slow,

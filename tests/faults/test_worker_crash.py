@@ -21,8 +21,8 @@ from tests.faults.harness import (
     produced_past,
 )
 from tests.guards.test_admission_wire import connections_by_process
-from tests.support.polling import condition_wait_async
 from tests.streams.server.test_workers import children_of
+from tests.support.polling import condition_wait_async
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ from guards.models import Guard
 from guards.services import guard_upsert
 from streams.models import Route
 from streams.services import route_upsert
-from tests.support.tokens import SECRET, rsa_key
 from tests.streams.test_admin import route_form
+from tests.support.tokens import SECRET, rsa_key
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 

@@ -11,8 +11,8 @@ from guards.policy import policy_compile
 from streams.core.errors import InsufficientRoles, InvalidToken, MissingCredentials, StreamError
 from streams.core.routes import RouteSpec
 from streams.edge.admission import stream_admit
-from tests.support.tokens import guard_fields, mint
 from tests.support.route_specs import route_spec
+from tests.support.tokens import guard_fields, mint
 
 
 def guarded_route(**guard: Any) -> RouteSpec:

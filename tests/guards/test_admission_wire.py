@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE
-from tests.support.tokens import ec_key, guard_fields, mint, mint_hs256, mint_unsigned, rsa_key
-from tests.support.polling import condition_wait
 from tests.streams.edge.test_wire import WAIT, Stream, open_stream
 from tests.streams.server.test_workers import children_of
+from tests.support.polling import condition_wait
+from tests.support.tokens import ec_key, guard_fields, mint, mint_hs256, mint_unsigned, rsa_key
 
 pytestmark = pytest.mark.services
 

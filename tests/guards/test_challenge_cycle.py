@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from tests.guards.test_admission_wire import bearer, challenge_response, client, guard, stream_end  # noqa: F401
-from tests.support.tokens import mint
 from tests.streams.edge.test_wire import Stream, open_stream
+from tests.support.tokens import mint
 
 pytestmark = pytest.mark.services
 

@@ -9,8 +9,8 @@ import pytest
 
 from guards.verification import MAX_TOKEN_BYTES
 from tests.guards.test_admission_wire import WAIT, bearer, client, guard, secure  # noqa: F401 (fixtures)
-from tests.support.tokens import SECRET, mint, mint_hs256, mint_unsigned, rsa_key
 from tests.support.polling import condition_wait
+from tests.support.tokens import SECRET, mint, mint_hs256, mint_unsigned, rsa_key
 
 pytestmark = pytest.mark.services
 

@@ -38,7 +38,7 @@ def asyncapi_parser_install() -> None:
 
 
 def asyncapi_validate(document: dict[str, Any]) -> dict[str, Any]:
-    """Run @asyncapi/parser (tests/streams/config/asyncapi-parser, pinned by its package-lock.json) over ``document``."""
+    """Run @asyncapi/parser (``asyncapi-parser`` here, pinned by its package-lock.json) over ``document``."""
     asyncapi_parser_install()
     result = subprocess.run(
         [str(NODE), str(PARSER / "validate.mjs")],

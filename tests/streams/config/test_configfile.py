@@ -18,8 +18,8 @@ from streams.config.engine import config_apply, config_plan
 from streams.models import Route, Schema, Topic
 from streams.services import route_upsert, schema_upsert, topic_upsert
 from tests.support.config_commands import FIXTURES, SPEC_EXAMPLE, applyconfig, applyconfig_refused, exportconfig, rows
-from tests.support.tokens import mint, rsa_key
 from tests.support.sse_client import EventParser
+from tests.support.tokens import mint, rsa_key
 
 BROKEN = FIXTURES / "broken"
 

@@ -12,8 +12,8 @@ import pytest
 from streams.edge.cors import cors_headers, origin_allowed
 from tests.conftest import Gateway, Kafka, UpstreamServer
 from tests.guards.test_admission_wire import bearer, challenge_response, guard  # noqa: F401 (fixture)
-from tests.support.tokens import mint
 from tests.streams.edge.test_wire import QUIET, WAIT, open_stream
+from tests.support.tokens import mint
 
 pytestmark = pytest.mark.services
 

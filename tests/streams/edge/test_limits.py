@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from tests.conftest import Gateway
-from tests.support.polling import condition_wait_async
-from tests.streams.server.test_shutdown import raw_stream
 from tests.streams.edge.test_wire import WAIT, error_body
+from tests.streams.server.test_shutdown import raw_stream
+from tests.support.polling import condition_wait_async
 
 pytestmark = pytest.mark.services
 

@@ -21,10 +21,10 @@ from django.test import Client
 
 from streams.models import Route
 from tests.guards.test_admission_wire import connections_by_process, stream_end
-from tests.support.polling import condition_wait
-from tests.streams.test_admin import route_form
 from tests.streams.edge.test_wire import WAIT, Stream, open_stream
 from tests.streams.server.test_workers import children_of
+from tests.streams.test_admin import route_form
+from tests.support.polling import condition_wait
 
 pytestmark = [
     pytest.mark.services,

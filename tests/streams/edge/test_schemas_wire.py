@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from streams.core.ids import progress_decode
+from tests.streams.edge.test_wire import WAIT, open_stream
 from tests.support.metrics_scrape import metric_wait
 from tests.support.polling import condition_wait_async
-from tests.streams.edge.test_wire import WAIT, open_stream
 
 pytestmark = pytest.mark.services
 

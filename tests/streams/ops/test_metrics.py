@@ -13,9 +13,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE
-from tests.support.tokens import guard_fields, mint
-from tests.support.polling import condition_wait, condition_wait_async
 from tests.streams.edge.test_wire import WAIT, open_stream
+from tests.support.polling import condition_wait, condition_wait_async
+from tests.support.tokens import guard_fields, mint
 
 pytestmark = pytest.mark.services
 

@@ -15,11 +15,11 @@ import pytest
 from streams.proxy.upstream import FieldDecoder, UpstreamEvent
 from tests.conftest import Gateway, UpstreamServer
 from tests.guards.test_admission_wire import bearer, guard  # noqa: F401 (fixture)
-from tests.support.tokens import mint
+from tests.streams.edge.test_wire import QUIET, WAIT, Stream, open_stream
 from tests.support.metrics_scrape import metrics_read
 from tests.support.polling import condition_wait_async
 from tests.support.sse_client import EventParser
-from tests.streams.edge.test_wire import QUIET, WAIT, Stream, open_stream
+from tests.support.tokens import mint
 from tests.support.upstream_server import FIXED, event_fields
 
 pytestmark = pytest.mark.services

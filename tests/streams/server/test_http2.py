@@ -19,11 +19,11 @@ from h2.events import DataReceived, StreamReset
 
 from tests.conftest import Gateway, Kafka, UpstreamServer
 from tests.guards.test_admission_wire import bearer, challenge_response, guard  # noqa: F401 (fixture)
-from tests.support.tokens import mint
+from tests.streams.edge.test_wire import QUIET, WAIT, open_stream
 from tests.support.metrics_scrape import metrics_read
 from tests.support.polling import condition_wait_async
 from tests.support.sse_client import EventParser
-from tests.streams.edge.test_wire import QUIET, WAIT, open_stream
+from tests.support.tokens import mint
 
 pytestmark = pytest.mark.services
 
