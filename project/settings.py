@@ -127,10 +127,16 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Requests Django refuses as suspicious (bad Host header, ...): counted, one access line each at most,
+    # rate-limited per client address, never a traceback (streams/ops/refusals.py).
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "refusals": {"()": "streams.ops.refusals.RefusalLog"},
+    },
     "loggers": {
         "sluice": {"handlers": ["console"], "level": env("SLUICE_LOG_LEVEL", default="INFO")},
         "django": {"handlers": ["console"], "level": "WARNING"},
+        "django.security": {"handlers": ["refusals"], "level": "INFO", "propagate": False},
     },
 }
 

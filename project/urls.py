@@ -14,9 +14,10 @@ from guards import views as guard_views
 from pipeline import api as pipeline_api
 from streams import api as streams_api
 from streams import views
-from streams.edge.responses import not_found
+from streams.edge.responses import bad_request, not_found
 from streams.ops import dashboard
 
+handler400 = bad_request
 handler404 = not_found
 
 # Each app's ``api_register(router)`` adds its endpoints under /api/ (and to the OpenAPI document).
@@ -28,6 +29,7 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("viewer/", views.viewer, name="viewer"),
     path("healthz", views.healthz, name="healthz"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("metrics", views.metrics, name="metrics"),
     path("asyncapi.json", views.asyncapi, name="asyncapi"),
     path("auth/token", guard_views.token, name="dev-token"),

@@ -40,7 +40,18 @@ class RouteFilterInline(admin.TabularInline):
 
 @admin.register(Route)
 class RouteAdmin(admin.ModelAdmin):
-    list_display = ["path", "topic", "kind", "guard", "initial", "event_id", "allow_since", "enabled", "order"]
+    list_display = [
+        "path",
+        "topic",
+        "kind",
+        "guard",
+        "initial",
+        "event_id",
+        "allow_since",
+        "enabled",
+        "order",
+        "endpoints_first",
+    ]
     list_editable = ["enabled", "order"]
     list_filter = ["enabled", "kind", "guard", "initial", "event_id", "allow_since"]
     search_fields = ["path", "topic", "upstream", "description"]
@@ -54,3 +65,9 @@ class RouteAdmin(admin.ModelAdmin):
         ("Delivery", {"fields": ["retry_ms", "heartbeat_seconds", "max_pending_bytes"]}),
         ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
     ]
+
+    @admin.display(description="Sluice's endpoints first")
+    def endpoints_first(self, route: Route) -> str:
+        """A general path (``/{topic}``, ``*``) never receives requests for Sluice's own endpoints: say which."""
+        shadowed = route.shadowed_endpoints()
+        return f"never serves {', '.join(shadowed)}" if shadowed else ""

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 from streams.core.patterns import PatternError, pattern_compile
+from streams.core.reserved import ReservedEndpoints
 from streams.core.templating import TemplateError, template_compile
 
 KAFKA_TOPIC_NAME = RegexValidator(
@@ -22,6 +24,26 @@ def validate_path_pattern(value: str) -> None:
         pattern_compile(value)
     except PatternError as exc:
         raise ValidationError(str(exc), code="path_pattern") from exc
+
+
+def reserved_endpoints() -> ReservedEndpoints:
+    """Sluice's own endpoints in this deployment (the static files' prefix comes from ``STATIC_URL``)."""
+    return ReservedEndpoints.with_static(str(settings.STATIC_URL or ""))
+
+
+def validate_path_not_reserved(value: str) -> None:
+    """Refuse a path whose literal first segment takes one of Sluice's own endpoints."""
+    try:
+        pattern = pattern_compile(value)
+    except PatternError:
+        return  # validate_path_pattern reports it
+    endpoint = reserved_endpoints().conflict(pattern)
+    if endpoint is not None:
+        raise ValidationError(
+            f"The route {value} would take Sluice's own endpoint {endpoint}, which always answers first: "
+            "choose another path.",
+            code="path_reserved",
+        )
 
 
 def validate_template(value: str) -> None:
@@ -142,8 +164,11 @@ class Route(models.Model):
     order = models.IntegerField(default=0, help_text="Lower first; the first matching route wins.")
     path = models.CharField(
         max_length=200,
-        validators=[validate_path_pattern],
-        help_text="For example /events/{topic}: {name} matches one path segment, * anything.",
+        validators=[validate_path_pattern, validate_path_not_reserved],
+        help_text=(
+            "For example /events/{topic}: {name} matches one path segment, * anything. "
+            "Sluice's own endpoints (/healthz, /metrics, /admin/, ...) are never routes."
+        ),
     )
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.SSE_KAFKA)
     topic = models.CharField(
@@ -209,6 +234,13 @@ class Route(models.Model):
 
     def __str__(self) -> str:
         return self.path
+
+    def shadowed_endpoints(self) -> tuple[str, ...]:
+        """Sluice's endpoints this (general) path could match: requests for them never reach the route."""
+        try:
+            return reserved_endpoints().shadowed(pattern_compile(self.path))
+        except PatternError:
+            return ()
 
     def clean(self) -> None:
         super().clean()

@@ -34,7 +34,7 @@ from streams.core.schemas import (
 )
 from streams.core.templating import template_compile
 from streams.fanout.cache import CacheLimits
-from streams.models import Route, Schema, Topic
+from streams.models import Route, Schema, Topic, reserved_endpoints
 
 logger = logging.getLogger("sluice.guards")
 
@@ -107,7 +107,7 @@ def route_table_build() -> RouteTable:
                 schema=schema_check(route.schema) if route.schema is not None else None,
             )
         )
-    return RouteTable(tuple(specs))
+    return RouteTable(tuple(specs), reserved_endpoints())
 
 
 class Refreshed(Generic[T]):

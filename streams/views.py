@@ -59,3 +59,20 @@ def healthz(request: HttpRequest) -> JsonResponse:
 async def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus text exposition of this worker process (async: read on the loop that runs the hubs)."""
     return HttpResponse(metrics_text(), content_type=METRICS_CONTENT_TYPE)
+
+
+# Sluice's mark: a sluice gate over a stream, in the pages' accent colour.
+FAVICON_SVG = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">'
+    b'<rect width="32" height="32" rx="6" fill="#2e5bff"/>'
+    b'<rect x="7" y="5" width="18" height="11" rx="1" fill="#fff"/>'
+    b'<path d="M4 22c4-3 8 3 12 0s8-3 12 0M4 27c4-3 8 3 12 0s8-3 12 0" fill="none" stroke="#fff" stroke-width="2"/>'
+    b"</svg>"
+)
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``: browsers ask for it on every page (an SVG; browsers read it by its type)."""
+    response = HttpResponse(FAVICON_SVG, content_type="image/svg+xml")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response

@@ -60,6 +60,11 @@ class Kafka:
         )
         return name
 
+    def topic_named(self, name: str, partitions: int = 1) -> str:
+        """The topic ``name`` (created if missing), for tests whose configuration names a fixed topic."""
+        topic_ensure(self.bootstrap, name, partitions)
+        return name
+
     def produce(
         self,
         topic: str,

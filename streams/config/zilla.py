@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from common.config.document import ConfigError, DocPath, Document, Translation
+from common.config.document import ConfigError, DocPath, Document, Translation, path_text
+from streams.core.patterns import PatternError, pattern_compile
 
 EVENT_ID_FORMS = {"${etag}": "etag", '["${base64(key)}","${etag}"]': "key"}
 _GUARDED_IDENTITY = re.compile(r"\$\{guarded\['[^']*'\]\.identity\}")
@@ -60,6 +61,10 @@ class ZillaGraph:
     def kind(self, name: str) -> tuple[str, str]:
         binding = self.bindings.get(name, {})
         return str(binding.get("type", "")), str(binding.get("kind", ""))
+
+    def leads_to(self, start: str, target: str) -> bool:
+        """Whether requests entering binding ``start`` reach ``target`` (any number of hops)."""
+        return start == target or start in self.upstream_of(target, self.kind(start))
 
     def upstream_of(self, name: str, kind: tuple[str, str]) -> list[str]:
         """Bindings of ``kind`` from which requests reach ``name`` (any number of hops)."""
@@ -242,34 +247,53 @@ def _kafka_routes(
         paths = [(w.get("path"), (*at, "when", i, "path")) for i, w in enumerate(route.get("when") or [])]
         if not paths:
             translation.skip(at, "a route without when.path: every Sluice route has a path")
+        served = _http_conditions(translation, graph, name)
         for path, path_at in paths:
             if not isinstance(path, str):
                 translation.skip(path_at[:-1], "only path conditions are imported")
                 continue
-            here: DocPath = ("routes", start + len(out))
-            item: dict[str, Any] = {"path": path, "kind": "sse-kafka", "topic": with_.get("topic", "")}
-            translation.origin(here, at)
-            translation.origin((*here, "path"), path_at)
-            translation.origin((*here, "topic"), (*at, "with", "topic"))
-            if with_.get("filters"):
-                item["filters"] = _identity_templates(with_["filters"])
-                translation.origin((*here, "filters"), (*at, "with", "filters"))
-            event_id = (with_.get("event") or {}).get("id")
-            if event_id is not None:
-                form = EVENT_ID_FORMS.get(str(event_id).replace(" ", ""))
-                if form is None:
-                    forms = " or ".join(EVENT_ID_FORMS)
-                    raise ConfigError([source.problem((*at, "with", "event", "id"), f"use {forms}")])
-                item["event_id"] = form
-            if guard is not None:
-                item["guard"], item["roles"] = guard, roles
-                translation.origin((*here, "guard"), (*at, "guarded"))
-            cors = _cors(graph, name)
-            if cors:
-                item["cors"] = cors
-            item.update(_sse_options(translation, graph, name, here))
-            out.append(item)
+            for served_path, served_at, params in _served_paths(translation, path, path_at, served):
+                here: DocPath = ("routes", start + len(out))
+                topic = _params_fill(with_.get("topic", ""), params)
+                item: dict[str, Any] = {"path": served_path, "kind": "sse-kafka", "topic": topic}
+                translation.origin(here, at)
+                translation.origin((*here, "path"), served_at)
+                translation.origin((*here, "topic"), (*at, "with", "topic"))
+                if with_.get("filters"):
+                    item["filters"] = _params_fill(_identity_templates(with_["filters"]), params)
+                    translation.origin((*here, "filters"), (*at, "with", "filters"))
+                out.append(_kafka_route_options(translation, graph, name, at, here, with_, item, guard, roles))
     return out
+
+
+def _kafka_route_options(
+    translation: Translation,
+    graph: ZillaGraph,
+    name: str,
+    at: DocPath,
+    here: DocPath,
+    with_: dict[str, Any],
+    item: dict[str, Any],
+    guard: str | None,
+    roles: list[str],
+) -> dict[str, Any]:
+    """The event id form, guard, CORS and sse options of one imported sse-kafka route."""
+    source = translation.source
+    event_id = (with_.get("event") or {}).get("id")
+    if event_id is not None:
+        form = EVENT_ID_FORMS.get(str(event_id).replace(" ", ""))
+        if form is None:
+            forms = " or ".join(EVENT_ID_FORMS)
+            raise ConfigError([source.problem((*at, "with", "event", "id"), f"use {forms}")])
+        item["event_id"] = form
+    if guard is not None:
+        item["guard"], item["roles"] = guard, roles
+        translation.origin((*here, "guard"), (*at, "guarded"))
+    cors = _cors(graph, name)
+    if cors:
+        item["cors"] = cors
+    item.update(_sse_options(translation, graph, name, here))
+    return item
 
 
 def _sse_options(translation: Translation, graph: ZillaGraph, name: str, here: DocPath) -> dict[str, Any]:
@@ -337,6 +361,96 @@ def _proxy_routes(
             item.update(_sse_options(translation, graph, name, here))
             out.append(item)
     return out
+
+
+# http route conditions Sluice routes cannot hold: Sluice serves every host, scheme and port it listens on.
+_CONDITION_SKIPS = {
+    ":authority": "Sluice routes match paths only: every host name reaches them",
+    ":scheme": "Sluice routes match paths only: http and https both reach them",
+}
+_STREAM_METHODS = ("GET", "HEAD")
+_PARAM = re.compile(r"\$\{params\.([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _http_conditions(translation: Translation, graph: ZillaGraph, name: str) -> list[tuple[str, DocPath]] | None:
+    """The ``:path`` values the http servers in front send on to ``name``, with their YAML paths.
+
+    None when some http route reaches ``name`` without a ``:path`` condition (every path does). A
+    ``when`` for a method a stream does not answer is left out; ``:authority``, ``:scheme`` and
+    other headers are reported as skipped.
+    """
+    paths: list[tuple[str, DocPath]] = []
+    every_path = not graph.upstream_of(name, ("http", "server"))
+    for server in graph.upstream_of(name, ("http", "server")):
+        for index, route in enumerate(graph.bindings[server].get("routes") or []):
+            if not isinstance(route, dict) or not graph.leads_to(str(route.get("exit")), name):
+                continue
+            at: DocPath = ("bindings", server, "routes", index)
+            whens = route.get("when") or [{}]
+            for number, when in enumerate(whens):
+                headers = (when.get("headers") or {}) if isinstance(when, dict) else {}
+                when_at: DocPath = (*at, "when", number, "headers")
+                for header in headers:
+                    if header not in (":path", ":method"):
+                        reason = _CONDITION_SKIPS.get(header, "Sluice routes match paths only")
+                        _skip_once(translation, (*when_at, header), reason)
+                method = headers.get(":method")
+                if isinstance(method, str) and method.upper() not in _STREAM_METHODS:
+                    _skip_once(translation, (*when_at, ":method"), f"streams answer GET: {method} is not served")
+                    continue
+                path = headers.get(":path")
+                if not isinstance(path, str):
+                    every_path = True
+                elif all(path != known for known, _ in paths):
+                    paths.append((path, (*when_at, ":path")))
+    return None if every_path else paths
+
+
+def _served_paths(
+    translation: Translation, path: str, path_at: DocPath, served: list[tuple[str, DocPath]] | None
+) -> list[tuple[str, DocPath, dict[str, str]]]:
+    """The route paths to import for an sse-kafka ``path``, given the ``:path`` values the http server sends.
+
+    A literal ``:path`` the pattern matches becomes a route of its own, its parameters filled in
+    (``/{topic}`` behind ``:path: /events`` serves ``/events``, topic ``events``).
+    """
+    if served is None:
+        return [(path, path_at, {})]
+    try:
+        pattern = pattern_compile(path)
+    except PatternError:
+        return [(path, path_at, {})]  # the route's own validation names the problem, at this line
+    out: list[tuple[str, DocPath, dict[str, str]]] = []
+    for served_path, served_at in served:
+        if served_path == path:
+            out.append((path, path_at, {}))
+            continue
+        params = pattern.match(served_path) if "{" not in served_path and "*" not in served_path else None
+        if params is None:
+            _skip_once(translation, served_at, f"{served_path} does not reach the sse-kafka route {path}")
+            continue
+        out.append((served_path, served_at, params))
+    if not out:
+        translation.skip(path_at, "no path the http server sends on reaches this route")
+    return out
+
+
+def _params_fill(value: Any, params: dict[str, str]) -> Any:
+    """``${params.NAME}`` replaced by the value the served path gives it, in strings, lists and mappings."""
+    if not params:
+        return value
+    if isinstance(value, str):
+        return _PARAM.sub(lambda m: params.get(m.group(1), m.group(0)), value)
+    if isinstance(value, list):
+        return [_params_fill(v, params) for v in value]
+    if isinstance(value, dict):
+        return {k: _params_fill(v, params) for k, v in value.items()}
+    return value
+
+
+def _skip_once(translation: Translation, at: DocPath, reason: str) -> None:
+    if all(where != path_text(at) for where, _ in translation.skipped):
+        translation.skip(at, reason)
 
 
 def _http_paths(graph: ZillaGraph, name: str) -> list[str]:

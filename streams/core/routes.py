@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from guards.policy import GuardPolicy
 from streams.core.filters import FilterSet, MessageFilter
 from streams.core.patterns import PathPattern
+from streams.core.reserved import RESERVED, ReservedEndpoints
 from streams.core.schemas import SchemaCheck
 from streams.core.templating import ExpansionContext, Template
 
@@ -58,9 +59,15 @@ class RouteSpec:
 @dataclass(frozen=True, slots=True)
 class RouteTable:
     routes: tuple[RouteSpec, ...]
+    reserved: ReservedEndpoints = RESERVED
 
     def match(self, path: str) -> tuple[RouteSpec, dict[str, str]] | None:
-        """The first route (by order, then path) whose pattern matches ``path``."""
+        """The first route (by order, then path) whose pattern matches ``path``.
+
+        Sluice's own endpoints win: their paths never reach a route, however general.
+        """
+        if self.reserved.endpoint(path) is not None:
+            return None
         for route in self.routes:
             params = route.pattern.match(path)
             if params is not None:

@@ -37,9 +37,10 @@ def test_sse_kafka_example_translation() -> None:
         "topics": [{"name": "events"}],
         "routes": [
             {
-                "path": "/{topic}",
+                # The http server sends only :path /events on to the sse server: /{topic} serves that alone.
+                "path": "/events",
                 "kind": "sse-kafka",
-                "topic": "${params.topic}",
+                "topic": "events",
                 "cors": {"allow_origins": ["*"], "allow_credentials": False},
             }
         ],
@@ -58,6 +59,10 @@ def test_sse_kafka_example_translation() -> None:
         "bindings.south_kafka_cache_server",
         "bindings.south_kafka_client",
         "bindings.south_tcp_client",
+        "bindings.north_http_server.routes[0].when[0].headers.:scheme",
+        "bindings.north_http_server.routes[0].when[0].headers.:authority",
+        "bindings.north_http_server.routes[0].when[1].headers.:scheme",
+        "bindings.north_http_server.routes[0].when[1].headers.:authority",
     }
     assert "KAFKA_BOOTSTRAP_SERVERS" in skipped["bindings.south_kafka_client"]
 
@@ -135,12 +140,64 @@ def test_proxy_example_applies_with_its_guard(db: None) -> None:
 
 def test_kafka_example_applies_twice_unchanged(db: None) -> None:
     first = applyconfig(KAFKA_EXAMPLE)
-    assert first.splitlines()[:2] == ["created topic events", "created route /{topic}"]
+    assert first.splitlines()[:2] == ["created topic events", "created route /events"]
     before = rows()
     assert "0 created, 0 updated, 2 unchanged" in applyconfig(KAFKA_EXAMPLE, "--check")
     assert "0 created, 0 updated, 2 unchanged" in applyconfig(KAFKA_EXAMPLE)
     assert rows() == before
     assert Topic.objects.get(name="events").cache_max_messages == 10_000
+
+
+HTTP_IN_FRONT = """\
+  http_server:
+    type: http
+    kind: server
+    routes:
+{routes}
+  sse_server:
+    type: sse
+    kind: server
+    exit: sse_kafka
+  sse_kafka:
+    type: sse-kafka
+    kind: proxy
+    routes:
+      - when:
+          - path: /{{topic}}
+        exit: kafka_cache_client
+        with:
+          topic: ${{params.topic}}
+"""
+
+
+def test_http_route_without_a_path_condition_keeps_the_general_route() -> None:
+    routes = "      - exit: sse_server"
+    translation = zilla_translate(document_load(_zilla(HTTP_IN_FRONT.format(routes=routes)), "z.yaml"))
+    assert [(r["path"], r["topic"]) for r in translation.document.data["routes"]] == [("/{topic}", "${params.topic}")]
+
+
+def test_http_path_and_method_conditions_carry_over() -> None:
+    routes = """\
+      - when:
+          - headers:
+              :path: /scores
+              :method: GET
+          - headers:
+              :path: /news
+          - headers:
+              :path: /uploads
+              :method: POST
+          - headers:
+              :path: /a/b
+        exit: sse_server"""
+    translation = zilla_translate(document_load(_zilla(HTTP_IN_FRONT.format(routes=routes)), "z.yaml"))
+    assert [(r["path"], r["topic"]) for r in translation.document.data["routes"]] == [
+        ("/scores", "scores"),
+        ("/news", "news"),
+    ]
+    skipped = dict(translation.skipped)
+    assert "POST is not served" in skipped["bindings.http_server.routes[0].when[2].headers.:method"]
+    assert "/a/b does not reach" in skipped["bindings.http_server.routes[0].when[3].headers.:path"]
 
 
 def _zilla(bindings: str, guards: str = "") -> str:
@@ -227,28 +284,6 @@ def test_model_errors_point_at_the_zilla_line(db: None, tmp_yaml: Any) -> None:
         f"{path}:26:11: bindings.sse_kafka.routes[0].with.topic:"
         " ${params.nope} is not a parameter of the path /items/{id}."
     )
-
-
-@pytest.mark.services
-async def test_imported_kafka_route_streams_through_the_gateway(gateway: Any, kafka: Any, stream_db: None) -> None:
-    """The sse-kafka example imported, then served: GET /<topic> is that topic's stream."""
-    from asgiref.sync import sync_to_async
-
-    await sync_to_async(applyconfig)(KAFKA_EXAMPLE)
-    topic = kafka.topic()
-    async with (
-        httpx.AsyncClient(base_url=gateway.url, timeout=WAIT) as client,
-        client.stream("GET", f"/{topic}") as response,
-    ):
-        assert response.status_code == 200
-        parser, events = EventParser(), []
-        chunks = response.aiter_raw()
-        while not events:  # the start checkpoint
-            events += parser.feed(await anext(chunks))
-        kafka.produce(topic, '{"match":"a"}', key="a")
-        while not any(e.has_data for e in events):
-            events += parser.feed(await anext(chunks))
-    assert [e.data for e in events if e.has_data] == ['{"match":"a"}']
 
 
 async def test_imported_proxy_route_streams_through_the_gateway(
