@@ -9,10 +9,12 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    from streams.conf import streams_settings
     from streams.server.reactor import EventLoopError, reactor_install
 
     try:
-        reactor_install()  # before Django imports daphne, which would install its own
+        # Before Django imports daphne, which would install its own (the settings are read, no app is loaded).
+        reactor_install(streams_settings.EVENT_LOOP)
     except EventLoopError as exc:
         sys.exit(f"manage.py: {exc}")
     from django.core.management import execute_from_command_line

@@ -191,8 +191,7 @@ def section(rows: list[tuple[str, float, float]], wire: Any, args: argparse.Name
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine_description()}, with:",
         "",
         "```",
-        f"python bench/admission.py --iterations {args.iterations} --opens {args.opens}"
-        " --output docs/benchmarks.md",
+        f"python bench/admission.py --iterations {args.iterations} --opens {args.opens} --output docs/benchmarks.md",
         "```",
         "",
         f"In process: `stream_admit` on one route, {args.iterations} calls each, key already known "

@@ -25,8 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streams.core.filters import FilterSet, MessageFilter
 from streams.core.records import Record
 from streams.core.schemas import SchemaCheck, schema_validator_compile
-from streams.fanout.cache import CacheLimits, PartitionCache
-from streams.fanout.hub import StartPlan, Subscriber, TopicHub
+from streams.fanout.cache import CacheLimits
+from streams.fanout.hub import TopicHub
+from streams.fanout.planning import StartPlan
+from streams.fanout.subscriber import Subscriber, SubscriberOptions
 
 SCHEMA = {"type": "object", "required": ["seq"], "properties": {"seq": {"type": "integer"}, "pad": {"type": "string"}}}
 
@@ -58,7 +60,7 @@ def hub_make(partitions: int) -> TopicHub:
     hub = TopicHub("bench", access=None, limits=CacheLimits(max_messages=5000, max_bytes=1 << 30))  # type: ignore[arg-type]
     hub.partitions = list(range(partitions))
     hub.next = dict.fromkeys(hub.partitions, 0)
-    hub.caches = {p: PartitionCache(p, 0) for p in hub.partitions}
+    hub.cache.reset(dict.fromkeys(hub.partitions, 0))
     hub._in_flight.acquire = lambda *a, **k: True  # type: ignore[method-assign]
     return hub
 
@@ -76,8 +78,8 @@ async def per_record_us(
     sinks = []
     for n in range(clients):
         sink = CollectingSink()
-        filters = FilterSet((MessageFilter(key=b"k%d" % n),)) if keyed else None
-        sub = Subscriber(sink, filters=filters, schema=route_schema, route="/bench")
+        filters = FilterSet((MessageFilter(key=b"k%d" % n),)) if keyed else FilterSet()
+        sub = Subscriber(sink, SubscriberOptions(filters=filters, schema=route_schema, route="/bench"))
         hub.subscribe(sub, StartPlan(dict(hub.next)), 2000)
         sinks.append(sink)
     offsets = dict.fromkeys(range(3), 0)

@@ -7,11 +7,11 @@ import logging
 from functools import lru_cache
 from pathlib import Path
 
-from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from .conf import guards_settings
 from .issuer import LIFETIME_MAX_SECONDS, LIFETIME_MIN_SECONDS, IssuerKey, issuer_key_load, token_issue
 
 logger = logging.getLogger("sluice.guards")
@@ -31,7 +31,7 @@ def _issuer_key(path: Path, mtime_ns: int) -> IssuerKey:
 
 def issuer_key_current() -> IssuerKey | None:
     """The development issuer's key (re-read when the file changes); None if there is none."""
-    path = Path(settings.SLUICE["DEV_ISSUER_KEY_FILE"])
+    path = Path(guards_settings.DEV_ISSUER_KEY_FILE)
     try:
         return _issuer_key(path, path.stat().st_mtime_ns)
     except FileNotFoundError:
@@ -46,7 +46,7 @@ def token(request: HttpRequest) -> JsonResponse:
     ``{"roles": ["scores:read"], "lifetime": 60}``. Only with the development issuer on: it
     grants any role to any signed-in user, which is what a demo needs and production must not have.
     """
-    if not settings.SLUICE["DEV_ISSUER"]:
+    if not guards_settings.DEV_ISSUER:
         return _error(404, "not_found", "the development token issuer is off (SLUICE_DEV_ISSUER)")
     if not request.user.is_authenticated:
         return _error(401, "unauthorized", "sign in first (/admin/login/)")

@@ -12,7 +12,6 @@ No Django import here either: :func:`pipeline.runner.pipeline_spec` turns the mo
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -79,17 +78,18 @@ class BatchProgress:
         return f"{line} ({rules})" if rules else line
 
 
-def spark_session(master: str, app_name: str = "sluice-pipeline") -> SparkSession:
+def spark_session(
+    master: str, app_name: str = "sluice-pipeline", *, driver_memory: str = "1g", log_level: str = "ERROR"
+) -> SparkSession:
     """The SparkSession of this process (created on first use) with the Kafka data source registered."""
-    # Spark's Python workers must run this interpreter and import this project's modules.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if str(ROOT) not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
     session = (
         SparkSession.builder.master(master)
         .appName(app_name)
-        .config("spark.driver.memory", os.environ.get("SLUICE_SPARK_DRIVER_MEMORY", "1g"))
+        # Spark's Python workers run this interpreter and import this project's modules.
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
+        .config("spark.executorEnv.PYTHONPATH", str(ROOT))
+        .config("spark.driver.memory", driver_memory)
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -97,7 +97,7 @@ def spark_session(master: str, app_name: str = "sluice-pipeline") -> SparkSessio
         .config("spark.python.worker.reuse", "true")
         .getOrCreate()
     )
-    session.sparkContext.setLogLevel(os.environ.get("SLUICE_SPARK_LOG_LEVEL", "ERROR"))
+    session.sparkContext.setLogLevel(log_level)
     session.dataSource.register(KafkaDataSource)
     return session
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from django.conf import settings
+from streams.conf import streams_settings
 
+from .conf import pipeline_settings
 from .job import BatchProgress, KafkaFormat, PipelineError, PipelineSpec, pipeline_run, spark_session
 from .models import Pipeline
 from .registry import RegistryError
@@ -17,7 +18,7 @@ def pipeline_checkpoint(pipeline: Pipeline) -> str:
     """The pipeline's checkpoint location: its own, or a directory named after it."""
     if pipeline.checkpoint_location:
         return pipeline.checkpoint_location
-    return str(Path(settings.SLUICE["PIPELINE_CHECKPOINT_DIR"]) / pipeline.name)
+    return str(Path(pipeline_settings.PIPELINE_CHECKPOINT_DIR) / pipeline.name)
 
 
 def pipeline_spec(pipeline: Pipeline, bootstrap: str) -> PipelineSpec:
@@ -58,11 +59,16 @@ def pipeline_execute(
         raise PipelineError(f"there is no pipeline called {name!r}") from None
     if not pipeline.enabled:
         raise PipelineError(f"pipeline {name!r} is disabled")
-    bootstrap = settings.SLUICE["KAFKA_BOOTSTRAP_SERVERS"]
+    bootstrap = streams_settings.KAFKA_BOOTSTRAP_SERVERS
     if not bootstrap:
         raise PipelineError("KAFKA_BOOTSTRAP_SERVERS is not set")
     spec = pipeline_spec(pipeline, bootstrap)
-    spark = spark_session(master or settings.SLUICE["SPARK_MASTER"], app_name=f"sluice-pipeline-{name}")
+    spark = spark_session(
+        master or pipeline_settings.SPARK_MASTER,
+        app_name=f"sluice-pipeline-{name}",
+        driver_memory=pipeline_settings.SPARK_DRIVER_MEMORY,
+        log_level=pipeline_settings.SPARK_LOG_LEVEL,
+    )
     run = pipeline_run_start(pipeline=pipeline, once=once)
     report(f"pipeline {name}: run {run.pk} started ({'once' if once else 'continuous'}, {kafka_format} Kafka format)")
 

@@ -7,13 +7,13 @@ layer, embedded broker).
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
-
-from .security import HSTS_SECONDS_DEFAULT, tls_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "common",
+    "demo",
     "streams",
     "guards",
     "pipeline",
@@ -59,6 +60,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "common.middleware.SecureCookiesOverTLS",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -78,10 +80,14 @@ TEMPLATES = [
     },
 ]
 
-# Served over TLS (directly with runstreams --tls-cert, or behind a TLS proxy): HSTS and secure cookies.
+# HTTPS responses carry HSTS (SecurityMiddleware sends it on secure requests only), a year by default as
+# browsers' preload lists expect. Behind a proxy that terminates TLS, SLUICE_TLS=1 makes every cookie
+# HTTPS-only; with `runstreams --tls-cert` common.middleware.SecureCookiesOverTLS marks them per request.
+SECURE_HSTS_SECONDS: int = env.int("SLUICE_HSTS_SECONDS", default=31_536_000)
 TLS: bool = env.bool("SLUICE_TLS", default=False)
 if TLS:
-    globals().update(tls_settings(hsts_seconds=env.int("SLUICE_HSTS_SECONDS", default=HSTS_SECONDS_DEFAULT)))
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
 if env.bool("SLUICE_TRUST_X_FORWARDED_PROTO", default=False):
     # Only behind a proxy that sets the header itself: a client could forge it otherwise.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -140,34 +146,32 @@ LOGGING = {
     },
 }
 
-# Sluice's own settings, one namespaced dict over documented defaults.
-SLUICE = {
-    # Kafka bootstrap servers; empty means `runstreams` starts the embedded broker.
-    "KAFKA_BOOTSTRAP_SERVERS": env("KAFKA_BOOTSTRAP_SERVERS", default=""),
-    # Seconds a new stream waits for topic metadata before answering 503.
-    "KAFKA_TIMEOUT": env.float("SLUICE_KAFKA_TIMEOUT", default=5.0),
-    # Seconds the route table is reused before it is read again from the database.
-    "ROUTE_CACHE_SECONDS": env.float("SLUICE_ROUTE_CACHE_SECONDS", default=1.0),
-    # After the first new record, how long the topic fetcher waits for more to batch
-    # (bounds the latency it adds; larger batches mean fewer writes per client).
-    "FETCH_LINGER_MS": env.float("SLUICE_FETCH_LINGER_MS", default=5.0),
-    # A topic with no open stream for this long releases its consumer and cache.
-    "HUB_IDLE_SECONDS": env.float("SLUICE_HUB_IDLE_SECONDS", default=300.0),
-    # Concurrent catch-up reads from Kafka (resumes older than the cache) per worker.
-    "BACKLOG_READERS": env.int("SLUICE_BACKLOG_READERS", default=4),
-    # Open streams one client address may hold in one worker process (429 past it); 0 means no limit.
-    "MAX_STREAMS_PER_ADDRESS": env.int("SLUICE_MAX_STREAMS_PER_ADDRESS", default=200),
-    # On SIGTERM, how long open streams and their connections get to end cleanly before the process exits.
-    "SHUTDOWN_SECONDS": env.float("SLUICE_SHUTDOWN_SECONDS", default=5.0),
-    # The development token issuer (POST /auth/token for signed-in users; `runstreams --demo`
-    # registers its key as the `demo` guard). Off unless DEBUG, or set explicitly.
-    "DEV_ISSUER": env.bool("SLUICE_DEV_ISSUER", default=DEBUG),
-    "DEV_ISSUER_KEY_FILE": Path(env("SLUICE_DEV_ISSUER_KEY_FILE", default=str(BASE_DIR / "var" / "dev-issuer.pem"))),
-    # Spark master of `runpipeline` (`--master` overrides it).
-    "SPARK_MASTER": env("SPARK_MASTER", default="local[*]"),
-    # Where pipelines without a checkpoint location of their own keep one (a directory per pipeline).
-    "PIPELINE_CHECKPOINT_DIR": env("SLUICE_PIPELINE_CHECKPOINT_DIR", default=str(BASE_DIR / "checkpoints")),
+# Sluice's own settings, one namespaced dict: the values the environment sets. Their defaults live
+# beside each app (streams/conf.py, guards/conf.py, pipeline/conf.py, demo/conf.py).
+_SLUICE_ENVIRONMENT = {
+    "KAFKA_BOOTSTRAP_SERVERS": ("KAFKA_BOOTSTRAP_SERVERS", str),
+    "KAFKA_TIMEOUT": ("SLUICE_KAFKA_TIMEOUT", float),
+    "ROUTE_CACHE_SECONDS": ("SLUICE_ROUTE_CACHE_SECONDS", float),
+    "FETCH_LINGER_MS": ("SLUICE_FETCH_LINGER_MS", float),
+    "HUB_IDLE_SECONDS": ("SLUICE_HUB_IDLE_SECONDS", float),
+    "BACKLOG_READERS": ("SLUICE_BACKLOG_READERS", int),
+    "MAX_STREAMS_PER_ADDRESS": ("SLUICE_MAX_STREAMS_PER_ADDRESS", int),
+    "SHUTDOWN_SECONDS": ("SLUICE_SHUTDOWN_SECONDS", float),
+    "EVENT_LOOP": ("SLUICE_EVENT_LOOP", str),
+    "DEV_ISSUER_KEY_FILE": ("SLUICE_DEV_ISSUER_KEY_FILE", Path),
+    "SPARK_MASTER": ("SPARK_MASTER", str),
+    "PIPELINE_CHECKPOINT_DIR": ("SLUICE_PIPELINE_CHECKPOINT_DIR", str),
+    "SPARK_DRIVER_MEMORY": ("SLUICE_SPARK_DRIVER_MEMORY", str),
+    "SPARK_LOG_LEVEL": ("SLUICE_SPARK_LOG_LEVEL", str),
+    "DEMO_PIPELINE": ("SLUICE_DEMO_PIPELINE", bool),
 }
+SLUICE: dict[str, Any] = {
+    name: env.bool(variable) if kind is bool else kind(env(variable))
+    for name, (variable, kind) in _SLUICE_ENVIRONMENT.items()
+    if variable in os.environ
+}
+# The development token issuer is on with DEBUG unless set explicitly.
+SLUICE["DEV_ISSUER"] = env.bool("SLUICE_DEV_ISSUER", default=DEBUG)
 
 # The admin REST API (/api/): staff only, by admin session (with CSRF) or a Bearer token
 # from /api/token/ signed for this API alone (its own audience and issuer).

@@ -14,11 +14,10 @@ from guards import views as guard_views
 from pipeline import api as pipeline_api
 from streams import api as streams_api
 from streams import views
-from streams.edge.responses import bad_request, not_found
 from streams.ops import dashboard
 
-handler400 = bad_request
-handler404 = not_found
+handler400 = views.bad_request
+handler404 = views.not_found
 
 # Each app's ``api_register(router)`` adds its endpoints under /api/ (and to the OpenAPI document).
 api_router = DefaultRouter()

@@ -19,10 +19,10 @@ from typing import Generic, TypeVar
 
 from cachetools import LRUCache
 from channels.db import database_sync_to_async
-from django.conf import settings
 
 from guards.models import Guard
 from guards.policy import GuardPolicy, PolicyError
+from streams.conf import streams_settings
 from streams.core.patterns import PatternError, pattern_compile
 from streams.core.routes import FilterSpec, RouteSpec, RouteTable
 from streams.core.schemas import (
@@ -126,7 +126,7 @@ class Refreshed(Generic[T]):
         self._generation = 0
 
     async def get(self) -> T:
-        seconds = settings.SLUICE["ROUTE_CACHE_SECONDS"]
+        seconds = streams_settings.ROUTE_CACHE_SECONDS
         value = self._value
         if value is not None and time.monotonic() - value[0] < seconds:
             return value[1]

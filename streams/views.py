@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.views.defaults import bad_request as bad_request_page
+from django.views.defaults import page_not_found
 
+from guards.conf import guards_settings
 from streams.config.asyncapi import asyncapi_document
 from streams.edge.runtime import hub_registry_if_started
 from streams.models import Route
@@ -17,7 +19,7 @@ from streams.selectors import route_listing
 def index(request: HttpRequest) -> HttpResponse:
     """Landing page: the enabled routes, and a live view of the first one."""
     routes = Route.objects.filter(enabled=True).select_related("guard").order_by("order", "path")
-    return render(request, "streams/index.html", {"routes": routes, "dev_issuer": settings.SLUICE["DEV_ISSUER"]})
+    return render(request, "streams/index.html", {"routes": routes, "dev_issuer": guards_settings.DEV_ISSUER})
 
 
 def asyncapi(request: HttpRequest) -> JsonResponse:
@@ -37,7 +39,7 @@ def viewer(request: HttpRequest) -> HttpResponse:
             "routes": routes,
             "routes_data": [r.as_dict() for r in routes],
             "selected": selected,
-            "dev_issuer": settings.SLUICE["DEV_ISSUER"],
+            "dev_issuer": guards_settings.DEV_ISSUER,
         },
     )
 
@@ -76,3 +78,22 @@ def favicon(request: HttpRequest) -> HttpResponse:
     response = HttpResponse(FAVICON_SVG, content_type="image/svg+xml")
     response["Cache-Control"] = "public, max-age=86400"
     return response
+
+
+# Error pages (handler400, handler404): JSON for API and stream clients, HTML for people.
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """404: a JSON body unless the client asked for a page (a browser navigating)."""
+    if "text/html" in request.headers.get("accept", ""):
+        return page_not_found(request, exception or Exception())
+    return JsonResponse(
+        {"error": "not_found", "status": 404, "detail": f"no route or page for {request.path}"}, status=404
+    )
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """400 (a refused Host header, a malformed request): a JSON body unless the client asked for a page."""
+    if "text/html" in request.META.get("HTTP_ACCEPT", ""):
+        return bad_request_page(request, exception or Exception())
+    return JsonResponse({"error": "bad_request", "status": 400, "detail": "the request was refused"}, status=400)

@@ -46,7 +46,7 @@ async def test_demo_pipeline_shapes_raw_reports_into_a_streamed_topic(
     gateway_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
     """raw -> Spark -> Kafka -> SSE: the demo's pipeline output arrives on its route, one league."""
-    from pipeline.demo import DEMO_PIPELINE_ROUTE
+    from demo.pipeline import DEMO_PIPELINE_ROUTE
 
     gateway = gateway_factory(
         "--demo", SLUICE_DEMO_PIPELINE="1", SLUICE_DEV_ISSUER_KEY_FILE=str(tmp_path / "issuer.pem")

@@ -11,27 +11,20 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-from django.conf import settings
-
+from streams.conf import streams_settings
+from streams.core.asgi import Receive, Scope, Send
 from streams.core.errors import TooManyStreams
+from streams.edge.responses import send_error
 
-Scope = dict[str, Any]
-App = Callable[
-    [Scope, Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]
-]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _open: Counter[str] = Counter()
 
 
-def streams_open_by(address: str) -> int:
-    return _open[address]
-
-
-async def stream_limited(app: App, scope: Scope, receive: Any, send: Any) -> None:
+async def stream_limited(app: App, scope: Scope, receive: Receive, send: Send) -> None:
     """Run ``app`` for a stream request unless its address is at its limit (then answer 429)."""
-    limit: int = settings.SLUICE["MAX_STREAMS_PER_ADDRESS"]
+    limit = streams_settings.MAX_STREAMS_PER_ADDRESS
     client = scope.get("client")
     if not limit or scope.get("method") != "GET" or not client:
         await app(scope, receive, send)
@@ -42,20 +35,7 @@ async def stream_limited(app: App, scope: Scope, receive: Any, send: Any) -> Non
             f"this address already holds {limit} open streams; close one or retry later",
             headers=[(b"retry-after", b"5")],
         )
-        body = error.body()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": error.status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"cache-control", b"no-store"),
-                    *error.headers,
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, error)
         return
     _open[address] += 1
     try:

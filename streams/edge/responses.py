@@ -1,23 +1,52 @@
-"""Error pages: JSON for API and stream clients, HTML for people."""
+"""ASGI answers of the stream app: the head of a stream, a refusal as JSON, headers added to every answer."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.defaults import bad_request as bad_request_page
-from django.views.defaults import page_not_found
+from streams.core.asgi import Message, Send
+from streams.core.errors import StreamError
+from streams.core.sse import CONTENT_TYPE
+
+STREAM_HEADERS = [
+    (b"content-type", CONTENT_TYPE),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
 
 
-def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """404: a JSON body unless the client asked for a page (a browser navigating)."""
-    if "text/html" in request.headers.get("accept", ""):
-        return page_not_found(request, exception or Exception())
-    return JsonResponse(
-        {"error": "not_found", "status": 404, "detail": f"no route or page for {request.path}"}, status=404
-    )
+async def stream_start(send: Send) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": STREAM_HEADERS})
 
 
-def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """400 (a refused Host header, a malformed request): a JSON body unless the client asked for a page."""
-    if "text/html" in request.META.get("HTTP_ACCEPT", ""):
-        return bad_request_page(request, exception or Exception())
-    return JsonResponse({"error": "bad_request", "status": 400, "detail": "the request was refused"}, status=400)
+async def stream_finish(send: Send) -> None:
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def empty_answer(send: Send, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def send_error(send: Send, error: StreamError) -> None:
+    """A refusal: its status, its headers and its JSON body (never cached)."""
+    body = error.body()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-store"),
+        *error.headers,
+    ]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def send_with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    """``send``, adding ``extra`` to the response head (the route's CORS headers on every answer)."""
+    if not extra:
+        return send
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return sending

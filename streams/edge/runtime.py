@@ -1,37 +1,49 @@
-"""The worker process's hub registry, built from settings on first use."""
+"""The worker process's long-lived parts (hubs, upstreams, buses), built from settings on first use."""
 
 from __future__ import annotations
 
 from channels.layers import get_channel_layer
-from django.conf import settings
 
+from streams.conf import streams_settings
 from streams.edge.reauthorization import DeadlineRegistry, ReauthorizationBus
 from streams.edge.reconfiguration import ConfigBus, OpenStreams
-from streams.fanout.hub import HubRegistry
+from streams.fanout.hubs import Hubs
 from streams.fanout.kafka import KafkaAccess
 from streams.proxy.upstream import UpstreamRegistry
 
-_registry: HubRegistry | None = None
+_registry: Hubs | None = None
+_bootstrap: str | None = None
 
 
-def hub_registry() -> HubRegistry:
-    """This process's :class:`HubRegistry` (one Kafka consumer per topic lives in it)."""
+def kafka_bootstrap_use(bootstrap: str) -> None:
+    """Serve from ``bootstrap`` (the embedded broker ``runstreams`` started), not ``KAFKA_BOOTSTRAP_SERVERS``."""
+    global _bootstrap
+    _bootstrap = bootstrap
+
+
+def kafka_bootstrap() -> str:
+    """The Kafka this process serves: the embedded broker's, else ``KAFKA_BOOTSTRAP_SERVERS``."""
+    return _bootstrap or streams_settings.KAFKA_BOOTSTRAP_SERVERS
+
+
+def hub_registry() -> Hubs:
+    """This process's :class:`Hubs` (one Kafka consumer per topic lives in it)."""
     global _registry
     if _registry is None:
-        config = settings.SLUICE
-        if not config["KAFKA_BOOTSTRAP_SERVERS"]:
+        bootstrap = kafka_bootstrap()
+        if not bootstrap:
             raise RuntimeError("KAFKA_BOOTSTRAP_SERVERS is not set (runstreams starts a broker when it is empty)")
         access = KafkaAccess(
-            config["KAFKA_BOOTSTRAP_SERVERS"],
-            timeout=config["KAFKA_TIMEOUT"],
-            backlog_readers=config["BACKLOG_READERS"],
-            fetch_linger_seconds=config["FETCH_LINGER_MS"] / 1000,
+            bootstrap,
+            timeout=streams_settings.KAFKA_TIMEOUT,
+            backlog_readers=streams_settings.BACKLOG_READERS,
+            fetch_linger_seconds=streams_settings.FETCH_LINGER_MS / 1000,
         )
-        _registry = HubRegistry(access, idle_seconds=config["HUB_IDLE_SECONDS"])
+        _registry = Hubs(access, idle_seconds=streams_settings.HUB_IDLE_SECONDS)
     return _registry
 
 
-def hub_registry_if_started() -> HubRegistry | None:
+def hub_registry_if_started() -> Hubs | None:
     return _registry
 
 

@@ -1,4 +1,4 @@
-"""The per-partition record cache of a topic hub, bounded by the topic's limits."""
+"""The record cache of a topic hub: one contiguous run per partition, bounded by the topic's limits."""
 
 from __future__ import annotations
 
@@ -74,3 +74,53 @@ class PartitionCache:
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self._records[self._head :])
+
+
+class TopicCache:
+    """The :class:`PartitionCache` of each partition, with the totals the topic's limits bound."""
+
+    __slots__ = ("bytes", "limits", "partitions", "records")
+
+    def __init__(self, limits: CacheLimits) -> None:
+        self.limits = limits
+        self.partitions: dict[int, PartitionCache] = {}
+        self.records = 0
+        self.bytes = 0
+
+    def reset(self, starts: dict[int, int]) -> None:
+        """Empty caches that start at ``starts`` (the hub's position per partition)."""
+        self.partitions = {p: PartitionCache(p, o) for p, o in starts.items()}
+        self.records = self.bytes = 0
+
+    def __getitem__(self, partition: int) -> PartitionCache:
+        return self.partitions[partition]
+
+    def append(self, record: Record) -> None:
+        self.partitions[record.partition].append(record)
+        self.records += 1
+        self.bytes += record.size
+
+    def evict(self) -> None:
+        """Drop the oldest records (by time, across partitions) until within the count and byte bounds."""
+        limits = self.limits
+        while self.records > limits.max_messages or self.bytes > limits.max_bytes:
+            victim = min(
+                (c for c in self.partitions.values() if len(c)),
+                key=lambda c: c.oldest().timestamp,  # type: ignore[union-attr]
+            )
+            record = victim.evict_oldest()
+            self.records -= 1
+            self.bytes -= record.size
+
+    def evict_expired(self, now_ms: int) -> None:
+        """Drop records older than the age bound."""
+        cutoff = now_ms - int(self.limits.max_age_seconds * 1000)
+        for cache in self.partitions.values():
+            while (oldest := cache.oldest()) is not None and oldest.timestamp < cutoff:
+                cache.evict_oldest()
+                self.records -= 1
+                self.bytes -= oldest.size
+
+    def behind(self, positions: dict[int, int]) -> bool:
+        """Whether any of ``positions`` lies before what the cache holds (only Kafka has it)."""
+        return any(offset < self.partitions[p].start for p, offset in positions.items())

@@ -12,10 +12,37 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+from streams.core.asgi import Send
+
+
+class Flow(Protocol):
+    """The socket end of one response, as the server gives it to the stream app.
+
+    ``write`` hands bytes to the connection at once; ``paused`` and ``paused_bytes``
+    say whether (and by how much) the client is behind, from the transport's own
+    flow control. ``streams.server.flow.RequestFlow`` is the implementation on daphne.
+    """
+
+    paused: bool
+    paused_bytes: int
+
+    def write(self, data: bytes) -> bool:
+        """Send ``data`` now (or queue it in the transport); False only if it cannot be taken."""
+
+    async def wait_resumed(self) -> None:
+        """Return once the transport asks for more (at once if it is not paused)."""
+
+    def on_gone(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` once when the client goes away before the response ends."""
+
+    def release(self) -> None:
+        """Stop reporting flow control (before the response ends)."""
+
+    def abort(self) -> None:
+        """Drop the connection without sending what is pending."""
 
 
 class Sink(Protocol):
@@ -41,14 +68,14 @@ class Sink(Protocol):
 class FlowSink:
     """A sink over a daphne request whose producer registration reports back-pressure.
 
-    ``flow`` is the object daphne's ``Server`` subclass put in the scope (see
-    ``streams.server.flow``): ``write``/``abort`` act on the Twisted request at once,
-    and ``paused_bytes`` counts what was written since the transport said stop.
+    ``flow`` is the server's :class:`Flow` of the request: ``write``/``abort`` act on
+    the connection at once, and ``paused_bytes`` counts what was written since the
+    transport said stop.
     """
 
     __slots__ = ("_flow", "limit", "last_write")
 
-    def __init__(self, flow: Any, limit: int) -> None:
+    def __init__(self, flow: Flow, limit: int) -> None:
         self._flow = flow
         self.limit = limit
         self.last_write = time.monotonic()
@@ -61,10 +88,10 @@ class FlowSink:
         await self._flow.wait_resumed()
 
     def pending(self) -> int:
-        return int(self._flow.paused_bytes)
+        return self._flow.paused_bytes
 
     def congested(self) -> bool:
-        return bool(self._flow.paused)
+        return self._flow.paused
 
     def abort(self) -> None:
         self._flow.abort()

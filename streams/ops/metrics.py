@@ -24,7 +24,8 @@ from streams.edge.counters import stream_metrics
 from streams.edge.runtime import hub_registry_if_started, proxy_registry_if_started
 
 if TYPE_CHECKING:
-    from streams.fanout.hub import HubRegistry, TopicHub
+    from streams.fanout.hub import TopicHub
+from streams.fanout.hubs import Hubs
 
 # The text format only: `*_created` samples would double every counter for no use here.
 disable_created_metrics()
@@ -35,8 +36,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _TOPIC_SERIES: dict[str, tuple[str, str, Callable[[TopicHub], float]]] = {
     "sluice_subscribers": ("gauge", "Open streams.", lambda h: len(h.live) + len(h.catching_up)),
     "sluice_subscribers_catching_up": ("gauge", "Streams reading history.", lambda h: len(h.catching_up)),
-    "sluice_cache_records": ("gauge", "Records in the cache.", lambda h: h.cached_records),
-    "sluice_cache_bytes": ("gauge", "Bytes in the cache.", lambda h: h.cached_bytes),
+    "sluice_cache_records": ("gauge", "Records in the cache.", lambda h: h.cache.records),
+    "sluice_cache_bytes": ("gauge", "Bytes in the cache.", lambda h: h.cache.bytes),
     "sluice_records_total": ("counter", "Records read from Kafka.", lambda h: h.records_in),
     "sluice_deliveries_total": ("counter", "Events written to clients.", lambda h: h.deliveries),
     "sluice_slow_clients_cut_total": (
@@ -69,7 +70,7 @@ _DROP_REASONS = ("filter", "schema", "invalid", "slow_client")
 class HubCollector(Collector):
     """Reads the hubs of this process at scrape time (on the event loop that runs them)."""
 
-    def __init__(self, registry: Callable[[], HubRegistry | None]) -> None:
+    def __init__(self, registry: Callable[[], Hubs | None]) -> None:
         self._registry = registry
 
     def collect(self) -> Iterator[Metric]:
@@ -113,7 +114,7 @@ class HubCollector(Collector):
                 streams[sub.route] = streams.get(sub.route, 0) + 1
             for route, count in sorted(streams.items()):
                 open_streams.add_metric([route, topic], count)
-            for route, counts in sorted(hub.route_counts.items()):
+            for route, counts in sorted(hub.tally.by_route.items()):
                 delivered.add_metric([route, topic], counts.delivered)
                 sent_bytes.add_metric([route, topic], counts.bytes)
                 route_schema.add_metric([route, topic], counts.schema_records)

@@ -2,7 +2,7 @@
 
 daphne's ``send`` writes into the transport without waiting for the socket, so
 an app cannot see a client that stopped reading. :class:`FlowServer` hands each
-HTTP request's app a :class:`RequestFlow` (``scope["extensions"]["sluice.flow"]``):
+HTTP request's app a :class:`RequestFlow` (see ``streams.edge.request.flow_attach``):
 it writes straight to the Twisted request, registers as its push producer, and
 counts the bytes written while the transport (or the HTTP/2 stream window)
 says "pause". The hub cuts a client once that count passes its bound.
@@ -32,6 +32,8 @@ from twisted.internet.tcp import Server as TcpServer
 from twisted.python.failure import Failure
 from twisted.web import http
 from zope.interface import implementer
+
+from streams.edge.request import flow_attach
 
 try:  # HTTP/2 needs twisted[http2]; without it every request is HTTP/1.x.
     from twisted.web._http2 import H2Stream as _H2Stream
@@ -227,7 +229,7 @@ class FlowServer(Server):
 
     def create_application(self, protocol: Any, scope: dict[str, Any]) -> Any:
         if scope.get("type") == "http" and isinstance(protocol, http.Request):
-            scope.setdefault("extensions", {})["sluice.flow"] = RequestFlow(protocol)
+            flow_attach(scope, RequestFlow(protocol))
         return super().create_application(protocol, scope)
 
 

@@ -10,7 +10,6 @@ then finds an asyncio reactor in place and keeps it.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 
 EVENT_LOOPS = ("asyncio", "uvloop")
@@ -20,10 +19,9 @@ class EventLoopError(ValueError):
     """``SLUICE_EVENT_LOOP`` names a loop Sluice cannot run on."""
 
 
-def reactor_install(name: str | None = None) -> None:
+def reactor_install(name: str) -> None:
     """Install Twisted's asyncio reactor on the named loop (``event_loop_name`` says which one runs)."""
-    if name is None:
-        name = os.environ.get("SLUICE_EVENT_LOOP", "") or "asyncio"
+    name = name or "asyncio"
     if name not in EVENT_LOOPS:
         raise EventLoopError(f"SLUICE_EVENT_LOOP={name!r}: expected one of {', '.join(EVENT_LOOPS)}")
     if "twisted.internet.reactor" in sys.modules:  # too late to choose

@@ -9,6 +9,7 @@ again; SIGTERM/SIGINT stop them all.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -17,6 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
+
+from django.conf import settings
 
 logger = logging.getLogger("sluice.workers")
 
@@ -97,3 +100,21 @@ class Supervisor:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self._sock.close()
+
+
+def workers_default(*, tls: bool, child: bool, shared_layer: bool) -> int:
+    """One worker per core when the workers share a channel layer; else one.
+
+    Without a shared layer (no ``REDIS_URL``) a challenge response reaching one worker
+    could not extend a stream held by another, so one process serves everything. TLS
+    (several workers serve plain HTTP only) and a worker itself also mean one.
+    """
+    if tls or child or not shared_layer:
+        return 1
+    return os.cpu_count() or 1
+
+
+def channel_layer_shared() -> bool:
+    """Whether the channel layer reaches other processes (Redis), not just this one (in-memory)."""
+    backend = str(settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", ""))
+    return bool(backend) and not backend.endswith("InMemoryChannelLayer")

@@ -19,9 +19,7 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.fixture
-def pipeline_kafka(kafka: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def pipeline_kafka(kafka: Any, settings: Any) -> Any:
     """The test broker as the pipeline's Kafka (``settings.SLUICE``)."""
-    from django.conf import settings
-
-    monkeypatch.setitem(settings.SLUICE, "KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrap)
+    settings.SLUICE = {**settings.SLUICE, "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap}
     return kafka

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from pipeline.demo import demo_pipeline_setup
+from demo.pipeline import demo_pipeline_setup
 from pipeline.job import RULE_HEADER
 from tests.support.pipeline_records import topic_read
 

@@ -128,7 +128,7 @@ def hub_with(limits: CacheLimits, partitions: int = 2) -> TopicHub:
     hub = TopicHub("t", NoKafka(), limits)  # type: ignore[arg-type]
     hub.partitions = list(range(partitions))
     hub.next = dict.fromkeys(hub.partitions, 0)
-    hub.caches = {p: PartitionCache(p, 0) for p in hub.partitions}
+    hub.cache.reset(dict.fromkeys(hub.partitions, 0))
     return hub
 
 
@@ -138,16 +138,16 @@ def ingest(hub: TopicHub, records: list[Record]) -> None:
 
 
 def cached(hub: TopicHub) -> dict[int, list[int]]:
-    return {p: [r.offset for r in cache] for p, cache in hub.caches.items()}
+    return {p: [r.offset for r in cache] for p, cache in hub.cache.partitions.items()}
 
 
 async def test_hub_evicts_oldest_by_time_across_partitions() -> None:
     hub = hub_with(CacheLimits(max_messages=3))
     ingest(hub, [record(0, 10, 0), record(0, 20, 1), record(1, 30, 0), record(1, 40, 1)])
     assert cached(hub) == {0: [1], 1: [0, 1]}
-    assert hub.cached_records == 3
-    assert hub.caches[0].start == 1
-    assert hub.caches[1].start == 0
+    assert hub.cache.records == 3
+    assert hub.cache[0].start == 1
+    assert hub.cache[1].start == 0
     ingest(hub, [record(2, 50, 1)])
     assert cached(hub) == {0: [1], 1: [1, 2]}
     assert hub.next == {0: 2, 1: 3}
@@ -158,31 +158,31 @@ async def test_hub_evicts_by_bytes() -> None:
     hub = hub_with(CacheLimits(max_bytes=2 * one), partitions=1)
     ingest(hub, [record(i) for i in range(5)])
     assert cached(hub) == {0: [3, 4]}
-    assert hub.cached_bytes == 2 * one == hub.caches[0].bytes
+    assert hub.cache.bytes == 2 * one == hub.cache[0].bytes
 
 
 async def test_hub_evicts_a_record_bigger_than_the_limit() -> None:
     hub = hub_with(CacheLimits(max_bytes=1024), partitions=1)
     ingest(hub, [record(0), record(1, value=b"x" * 2048)])
     assert cached(hub) == {0: []}
-    assert hub.cached_records == 0
-    assert hub.cached_bytes == 0
-    assert hub.caches[0].start == 2
+    assert hub.cache.records == 0
+    assert hub.cache.bytes == 0
+    assert hub.cache[0].start == 2
     assert hub.next == {0: 2}
 
 
 async def test_hub_evicts_expired_records() -> None:
     hub = hub_with(CacheLimits(max_age_seconds=10))
     ingest(hub, [record(0, 1_000, 0), record(0, 5_000, 1), record(1, 12_000, 0), record(1, 20_000, 1)])
-    hub.evict_expired(now_ms=16_000)  # cut-off 6 000
+    hub.cache.evict_expired(now_ms=16_000)  # cut-off 6 000
     assert cached(hub) == {0: [1], 1: [1]}
-    assert hub.cached_records == 2
-    assert hub.cached_bytes == sum(c.bytes for c in hub.caches.values())
-    hub.evict_expired(now_ms=100_000)
+    assert hub.cache.records == 2
+    assert hub.cache.bytes == sum(c.bytes for c in hub.cache.partitions.values())
+    hub.cache.evict_expired(now_ms=100_000)
     assert cached(hub) == {0: [], 1: []}
-    assert hub.cached_records == 0
-    assert hub.cached_bytes == 0
-    assert (hub.caches[0].start, hub.caches[1].start) == (2, 2)
+    assert hub.cache.records == 0
+    assert hub.cache.bytes == 0
+    assert (hub.cache[0].start, hub.cache[1].start) == (2, 2)
 
 
 async def test_hub_ignores_records_it_already_has() -> None:
@@ -198,4 +198,4 @@ async def test_hub_never_holds_more_than_max_messages(limit: int) -> None:
     hub = hub_with(CacheLimits(max_messages=limit), partitions=3)
     for i in range(20):
         ingest(hub, [record(i, 100 + i * 3 + p, p) for p in range(3)])
-        assert hub.cached_records == sum(len(c) for c in hub.caches.values()) <= limit
+        assert hub.cache.records == sum(len(c) for c in hub.cache.partitions.values()) <= limit

@@ -10,9 +10,12 @@ import pytest
 from streams.core.filters import FilterSet, MessageFilter
 from streams.core.ids import progress_decode
 from streams.core.records import Record
-from streams.fanout.cache import CacheLimits, PartitionCache
-from streams.fanout.hub import HubRegistry, StartPlan, Subscriber, TopicHub
+from streams.fanout.cache import CacheLimits
+from streams.fanout.hub import TopicHub
+from streams.fanout.hubs import Hubs
 from streams.fanout.kafka import PartitionEnd
+from streams.fanout.planning import StartPlan
+from streams.fanout.subscriber import Subscriber, SubscriberOptions
 from tests.support.sse_client import EventParser
 
 
@@ -52,7 +55,7 @@ def make_hub(partitions: int = 2, limits: CacheLimits | None = None) -> TopicHub
     hub = TopicHub("topic", access=None, limits=limits or CacheLimits())  # type: ignore[arg-type]
     hub.partitions = list(range(partitions))
     hub.next = dict.fromkeys(hub.partitions, 0)
-    hub.caches = {p: PartitionCache(p, 0) for p in hub.partitions}
+    hub.cache.reset(dict.fromkeys(hub.partitions, 0))
     hub._in_flight.acquire = lambda *a, **k: True  # type: ignore[method-assign]
     return hub
 
@@ -83,7 +86,9 @@ async def test_filters_progress_and_checkpoint_on_heartbeat() -> None:
     hub = make_hub()
     mine = FakeSink()
     hub.subscribe(
-        Subscriber(mine, FilterSet((MessageFilter(key=b"me"),)), heartbeat_seconds=0), StartPlan(dict(hub.next)), 0
+        Subscriber(mine, SubscriberOptions(FilterSet((MessageFilter(key=b"me"),)), heartbeat_seconds=0)),
+        StartPlan(dict(hub.next)),
+        0,
     )
     feed(hub, rec(1, 0, key=b"other"), rec(0, 0, key=b"me", value=b"x"), rec(1, 1, key=b"other"))
     events = [e for e in mine.events() if e.has_data]
@@ -151,17 +156,17 @@ async def test_cache_bounds_evict_oldest_first(limits: CacheLimits, expected_sta
         rec(1, 1, ts=base + 3),
         rec(0, 2, ts=base + 4),
     )
-    assert {p: c.start for p, c in hub.caches.items()} == expected_start
-    assert hub.cached_records == sum(len(c) for c in hub.caches.values())
+    assert {p: c.start for p, c in hub.cache.partitions.items()} == expected_start
+    assert hub.cache.records == sum(len(c) for c in hub.cache.partitions.values())
 
 
 async def test_cache_age_bound() -> None:
     hub = make_hub(limits=CacheLimits(max_age_seconds=10))
     now = int(time.time() * 1000)
     feed(hub, rec(0, 0, ts=now - 20_000), rec(0, 1, ts=now))
-    hub.evict_expired(now)
-    assert hub.caches[0].start == 1
-    assert hub.cached_records == 1
+    hub.cache.evict_expired(now)
+    assert hub.cache[0].start == 1
+    assert hub.cache.records == 1
 
 
 async def test_congested_subscriber_is_demoted_then_catches_up_without_loss() -> None:
@@ -213,7 +218,7 @@ async def test_unfiltered_subscribers_share_one_batch_buffer() -> None:
 
 
 async def test_idle_hubs_are_stopped_and_busy_ones_kept() -> None:
-    registry = HubRegistry(access=None, idle_seconds=10)  # type: ignore[arg-type]
+    registry = Hubs(access=None, idle_seconds=10)  # type: ignore[arg-type]
     idle, busy = make_hub(), make_hub()
     idle.topic, busy.topic = "idle", "busy"
     registry.hubs.update({"idle": idle, "busy": busy})
@@ -235,12 +240,14 @@ async def test_key_filters_are_indexed_and_match_like_any_other_filter() -> None
     hub.subscribe(
         Subscriber(
             by_key,
-            filters=FilterSet((MessageFilter(key=b"a"), MessageFilter(key=b"b", headers=(("h", b"1"),)))),
+            SubscriberOptions(
+                filters=FilterSet((MessageFilter(key=b"a"), MessageFilter(key=b"b", headers=(("h", b"1"),))))
+            ),
         ),
         StartPlan(dict(hub.next)),
         0,
     )
-    header_only = Subscriber(by_header, filters=FilterSet((MessageFilter(headers=(("h", b"1"),)),)))
+    header_only = Subscriber(by_header, SubscriberOptions(filters=FilterSet((MessageFilter(headers=(("h", b"1"),)),))))
     hub.subscribe(header_only, StartPlan(dict(hub.next)), 0)
     feed(
         hub,
@@ -253,11 +260,11 @@ async def test_key_filters_are_indexed_and_match_like_any_other_filter() -> None
     assert [e.data for e in by_key.events() if e.data] == ["1", "3"]
     assert [e.data for e in by_header.events() if e.data] == ["3", "4"]
     hub.unsubscribe(header_only)
-    assert set(hub._by_key) == {b"a", b"b"}
+    assert set(hub.live.by_key) == {b"a", b"b"}
     for sub in list(hub.live):
         hub.unsubscribe(sub)
-    assert hub._by_key == {}
-    assert hub._any_key == {}
+    assert hub.live.by_key == {}
+    assert hub.live.any_key == {}
 
 
 def test_filter_set_keys() -> None:

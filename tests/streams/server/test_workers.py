@@ -82,7 +82,7 @@ async def test_two_workers_share_the_port_and_a_dead_one_is_replaced(two_workers
 
 
 def test_workers_default_is_one_per_core_with_a_shared_layer_else_one(monkeypatch, settings) -> None:
-    from streams.management.commands import runstreams
+    from streams.server import workers as runstreams
 
     monkeypatch.setattr(runstreams.os, "cpu_count", lambda: 4)
     assert runstreams.workers_default(tls=False, child=False, shared_layer=True) == 4

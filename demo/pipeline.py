@@ -3,7 +3,7 @@
 The raw feed looks like what a data provider sends (nested fixture, upper-case league,
 clock and goals under their own names, now and then a broken record); the demo pipeline
 checks it against :data:`DEMO_RAW_SCHEMA` and shapes it with :data:`DEMO_SQL` into the
-records ``streams.demo`` publishes today: JSON ``{match, league, home, away, score, minute,
+records ``demo.scores`` publishes: JSON ``{match, league, home, away, score, minute,
 ts}`` keyed by match, with a ``league`` header.
 """
 
@@ -24,11 +24,10 @@ from typing import Any
 from confluent_kafka import Producer
 from django.conf import settings
 
+from pipeline.models import Pipeline
+from pipeline.services import pipeline_upsert
 from streams.server.broker import topic_ensure
 from streams.server.processes import process_stop
-
-from .models import Pipeline
-from .services import pipeline_upsert
 
 DEMO_PIPELINE = "demo-scores"
 DEMO_RAW_TOPIC = "demo.scores.raw"
@@ -153,7 +152,7 @@ def demo_pipeline_setup(
     ``match``, header ``league``), and returns it with a :class:`DemoRawProducer` that is already
     publishing unless ``start_producer`` is false; call its ``stop()`` on exit. The Spark job is not
     started here: run ``manage.py runpipeline demo-scores`` (a separate process, with
-    ``KAFKA_BOOTSTRAP_SERVERS`` set to ``bootstrap``). Unlike ``streams.demo`` the pipeline sends
+    ``KAFKA_BOOTSTRAP_SERVERS`` set to ``bootstrap``). Unlike ``demo.scores`` the pipeline sends
     no tombstones: records it writes always have a value.
     """
     for topic in (raw_topic, sink_topic, dead_letter_topic):
@@ -192,7 +191,8 @@ class DemoPipelineJob:
 
     def start(self) -> DemoPipelineJob:
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "PYSPARK_PYTHON": sys.executable}
+        # The child's environment: this one's, with the Kafka the demo serves from (the embedded broker).
+        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap}
         with open(self.log, "ab") as output:
             self.process = subprocess.Popen(
                 [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "runpipeline", self.name],

@@ -1,0 +1,25 @@
+"""The guards app's settings and their defaults: ``from guards.conf import guards_settings``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+from common.conf import app_settings
+
+
+def _issuer_key_file() -> Path:
+    return Path(settings.BASE_DIR) / "var" / "dev-issuer.pem"
+
+
+@dataclass(frozen=True)
+class GuardsSettings:
+    # The development token issuer (POST /auth/token for signed-in users; `runstreams --demo`
+    # registers its key as the `demo` guard). project/settings.py turns it on with DEBUG.
+    DEV_ISSUER: bool = False
+    DEV_ISSUER_KEY_FILE: Path = field(default_factory=_issuer_key_file)
+
+
+guards_settings = app_settings(GuardsSettings)

@@ -1,0 +1,37 @@
+"""The streams app's settings and their defaults: ``from streams.conf import streams_settings``.
+
+Values come from ``settings.SLUICE`` (filled from the environment by
+``project/settings.py``; the README lists the variables).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from common.conf import app_settings
+
+
+@dataclass(frozen=True)
+class StreamsSettings:
+    # Kafka bootstrap servers; empty means `runstreams` starts the embedded broker.
+    KAFKA_BOOTSTRAP_SERVERS: str = ""
+    # Seconds a new stream waits for topic metadata before answering 503.
+    KAFKA_TIMEOUT: float = 5.0
+    # Seconds the route table is reused before it is read again from the database.
+    ROUTE_CACHE_SECONDS: float = 1.0
+    # After the first new record, how long the topic fetcher waits for more to batch
+    # (bounds the latency it adds; larger batches mean fewer writes per client).
+    FETCH_LINGER_MS: float = 5.0
+    # A topic with no open stream for this long releases its consumer and cache.
+    HUB_IDLE_SECONDS: float = 300.0
+    # Concurrent catch-up reads from Kafka (resumes older than the cache) per worker.
+    BACKLOG_READERS: int = 4
+    # Open streams one client address may hold in one worker process (429 past it); 0 means no limit.
+    MAX_STREAMS_PER_ADDRESS: int = 200
+    # On SIGTERM, how long open streams and their connections get to end cleanly before the process exits.
+    SHUTDOWN_SECONDS: float = 5.0
+    # The event loop under Twisted's asyncio reactor: asyncio or uvloop.
+    EVENT_LOOP: str = "asyncio"
+
+
+streams_settings = app_settings(StreamsSettings)

@@ -1,0 +1,166 @@
+"""A stream of a Kafka topic (``sse-kafka`` routes): admit, plan the start, then serve from the hub.
+
+Everything that can refuse the request happens before the response starts, so
+a refusal is a status and a JSON body; once ``200`` is out, the hub writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from guards.verification import Principal
+from streams.core.asgi import Receive, Send
+from streams.core.errors import (
+    InvalidLastEventId,
+    InvalidParameter,
+    KafkaNotAvailable,
+    StreamError,
+    UnknownTopic,
+)
+from streams.core.filters import FilterSet
+from streams.core.routes import RouteSpec
+from streams.core.templating import ExpansionContext, TemplateError
+from streams.edge.access import access_log, refusal_reason
+from streams.edge.admission import stream_admit
+from streams.edge.challenge import deadline_registered, stream_deadline
+from streams.edge.counters import admission_refusals, challenges_sent
+from streams.edge.reauthorization import CHALLENGE_FRAME
+from streams.edge.request import StreamRequest
+from streams.edge.responses import send_error, stream_finish, stream_start
+from streams.edge.runtime import hub_registry
+from streams.edge.stream import CLIENT_GONE, stream_serve
+from streams.fanout.hub import TopicHub
+from streams.fanout.kafka import KafkaUnavailable, TopicNotFound
+from streams.fanout.planning import PositionError, StartPlan
+from streams.fanout.sinks import Sink
+from streams.fanout.subscriber import Subscriber, SubscriberOptions
+from streams.selectors import topic_settings_async
+
+logger = logging.getLogger("sluice.streams")
+
+
+class HubStream:
+    """A :class:`~streams.edge.stream.StreamSource` over one hub subscription."""
+
+    def __init__(
+        self,
+        route: RouteSpec,
+        request: StreamRequest,
+        hub: TopicHub,
+        plan: StartPlan,
+        filters: FilterSet,
+        started: float,
+    ) -> None:
+        self.route = route
+        self.request = request
+        self.hub = hub
+        self.plan = plan
+        self.filters = filters
+        self.started = started
+        self.sub: Subscriber | None = None
+
+    @property
+    def closed(self) -> asyncio.Future[str]:
+        assert self.sub is not None
+        return self.sub.closed
+
+    @property
+    def close_reason(self) -> str | None:
+        return self.sub.close_reason if self.sub is not None else None
+
+    def attach(self, sink: Sink) -> None:
+        route = self.route
+        options = SubscriberOptions(
+            filters=self.filters,
+            form=route.event_id,
+            binary=route.binary,
+            heartbeat_seconds=route.heartbeat_seconds,
+            schema=route.schema,
+            route=route.pattern.source,
+        )
+        self.sub = Subscriber(sink, options)
+        access_log("open", route, self.request.scope, 200, self.started)
+        self.hub.subscribe(self.sub, self.plan, route.retry_ms)
+
+    def end(self, reason: str) -> None:
+        if self.sub is not None:
+            self.hub.unsubscribe(self.sub)
+            self.sub.end(reason)
+
+    def challenge(self) -> None:
+        if self.sub is not None and not self.sub.closed.done():
+            challenges_sent.labels(self.route.pattern.source).inc()
+            self.sub.sink.write(CHALLENGE_FRAME)
+
+    def detach(self) -> None:
+        sub = self.sub
+        if sub is None:
+            return
+        self.hub.unsubscribe(sub)
+        reason = sub.close_reason or CLIENT_GONE
+        access_log(
+            "close",
+            self.route,
+            self.request.scope,
+            200,
+            self.started,
+            events=sub.events,
+            sent_bytes=sub.bytes,
+            reason=reason,
+        )
+
+
+async def kafka_stream(
+    route: RouteSpec, params: dict[str, str], request: StreamRequest, receive: Receive, send: Send
+) -> None:
+    """Serve one request of an ``sse-kafka`` route."""
+    started = time.monotonic()
+    try:
+        stream, principal = await stream_prepare(route, params, request, started)
+    except StreamError as error:
+        reason = refusal_reason(error)
+        admission_refusals.labels(route.pattern.source, reason).inc()
+        access_log("refused", route, request.scope, error.status, started, reason=reason)
+        await send_error(send, error)
+        return
+    if request.method == "HEAD":
+        await stream_start(send)
+        await stream_finish(send)
+        return
+    deadline = stream_deadline(route, principal)
+    # Registered before the response starts: once a client sees 200, a challenge response reaches this stream.
+    async with deadline_registered(deadline):
+        await stream_serve(request, receive, send, route, stream, deadline)
+
+
+async def stream_prepare(
+    route: RouteSpec, params: dict[str, str], request: StreamRequest, started: float
+) -> tuple[HubStream, Principal | None]:
+    """Everything that can refuse the request, before the response starts; the admitted principal, if any."""
+    request.method_check(route)
+    principal = await stream_admit(route, request.scope, request.query)
+    last = request.last_event_id()
+    since_ms = request.since_ms(allowed=route.allow_since)
+    try:
+        context = (
+            ExpansionContext(params, identity=principal.identity, attributes=principal.attributes)
+            if principal is not None
+            else ExpansionContext(params)
+        )
+        topic, filters = route.resolve(context)
+    except TemplateError as exc:
+        raise InvalidParameter(str(exc)) from exc
+    try:
+        limits, schema = await topic_settings_async(topic)
+        hub = await hub_registry().hub(topic, limits, schema)
+        plan = await hub.plan(last=last, initial=route.initial, since_ms=since_ms)
+    except TopicNotFound as exc:
+        raise UnknownTopic(f"topic {topic!r} does not exist") from exc
+    except KafkaUnavailable as exc:
+        logger.warning("stream on %s refused: kafka unavailable (%s)", topic, exc)
+        raise KafkaNotAvailable("Kafka did not answer in time", headers=[(b"retry-after", b"5")]) from exc
+    except PositionError as exc:
+        raise InvalidLastEventId(str(exc)) from exc
+    return HubStream(route, request, hub, plan, filters, started), principal

@@ -1,0 +1,114 @@
+"""The life of one open stream response, shared by Kafka and proxy streams.
+
+Start the response, hand the stream's source a sink, let live reconfiguration
+and the token's deadline end it, wait until the client or the source ends it,
+and clean up in ``finally`` however it ends. What differs between the kinds
+(a hub subscription, an upstream) is a :class:`StreamSource`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+from streams.core.asgi import Receive, Send
+from streams.core.routes import RouteSpec
+from streams.edge.reauthorization import StreamDeadline
+from streams.edge.reconfiguration import OpenStream
+from streams.edge.request import StreamRequest
+from streams.edge.responses import stream_finish, stream_start
+from streams.edge.runtime import config_bus
+from streams.fanout.sinks import Flow, FlowSink, QueueSink, Sink
+
+# The close reason of a stream whose client went away.
+CLIENT_GONE = "client"
+# The close reason of a client cut for being too far behind: its connection is already dropped.
+CUT_SLOW = "slow"
+
+
+class StreamSource(Protocol):
+    """What one kind of stream does inside the shared response."""
+
+    @property
+    def closed(self) -> asyncio.Future[str]:
+        """Resolves with the reason once the stream is over (set by :meth:`end` or the source itself)."""
+
+    @property
+    def close_reason(self) -> str | None: ...
+
+    def attach(self, sink: Sink) -> None:
+        """Start delivering to ``sink`` (the response head is out)."""
+
+    def end(self, reason: str) -> None:
+        """Stop delivering and end the stream (a configuration change, an expired token, a client gone)."""
+
+    def challenge(self) -> None:
+        """Send the ``challenge`` event (the token expires soon)."""
+
+    def detach(self) -> None:
+        """Stop delivering, whatever ended the stream (called once, in ``finally``)."""
+
+
+def sink_for(flow: Flow | None, send: Send, limit: int) -> Sink:
+    """Direct writes on daphne with Sluice's server, a queue drained by a task on any other server."""
+    return FlowSink(flow, limit) if flow is not None else QueueSink(send, limit)
+
+
+async def stream_serve(
+    request: StreamRequest,
+    receive: Receive,
+    send: Send,
+    route: RouteSpec,
+    source: StreamSource,
+    deadline: StreamDeadline | None,
+) -> None:
+    """Serve ``source`` as this request's response until the client leaves or the stream ends."""
+    flow = request.flow
+    await stream_start(send)
+    sink = sink_for(flow, send, route.max_pending_bytes)
+    # A change of this route (disabled, deleted, guard tightened) may end the stream (live reconfiguration).
+    open_stream = OpenStream(route, request.scope, request.query, end=source.end)
+    open_streams = config_bus().streams
+    disconnected = False
+    try:
+        source.attach(sink)
+        open_streams.add(open_stream)
+        # A guarded stream ends when its token expires (nothing after exp is delivered),
+        # unless a challenge response moves the deadline first.
+        if deadline is not None:
+            deadline.start(on_challenge=source.challenge, on_expire=lambda: source.end("expired"))
+        disconnected = await wait_until_over(receive, source.closed, source.end, flow)
+    finally:
+        open_streams.remove(open_stream)
+        if deadline is not None:
+            deadline.cancel()
+        source.detach()
+        if flow is not None:
+            flow.release()
+    if not disconnected and source.close_reason != CUT_SLOW:
+        if isinstance(sink, QueueSink):
+            await sink.close()
+        await stream_finish(send)
+
+
+async def wait_until_over(receive: Receive, closed: asyncio.Future[str], end: Any, flow: Flow | None) -> bool:
+    """Wait for the client to leave or the source to end the stream; True if the client left.
+
+    On daphne the request says when its client goes (no task per stream); any other
+    server is asked through ``receive`` in a task of its own.
+    """
+    if flow is not None:
+        flow.on_gone(lambda: end(CLIENT_GONE))
+        return await closed == CLIENT_GONE
+
+    async def client_gone() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    gone = asyncio.ensure_future(client_gone())
+    try:
+        waiters: list[asyncio.Future[Any]] = [gone, closed]
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    return not closed.done()

@@ -1,0 +1,84 @@
+"""Where a new stream starts (SPEC 2.3): after its last event id, at ``since``, or at the route's initial position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from streams.core.ids import EventId
+
+if TYPE_CHECKING:
+    from streams.fanout.hub import TopicHub
+
+INITIAL_EARLIEST = "earliest"
+INITIAL_SNAPSHOT = "snapshot"
+
+
+class PositionError(ValueError):
+    """A last event id that does not fit the route's topic."""
+
+
+@dataclass(slots=True)
+class StartPlan:
+    """Where a new stream starts: the next offset per partition, and how."""
+
+    positions: dict[int, int]
+    snapshot: bool = False
+    since_ms: int | None = None
+    since_partitions: set[int] = field(default_factory=set)
+
+
+class StartPlanner:
+    """Plans the start of a hub's new streams; asks Kafka only when the cache cannot answer."""
+
+    __slots__ = ("hub",)
+
+    def __init__(self, hub: TopicHub) -> None:
+        self.hub = hub
+
+    async def plan(self, *, last: EventId | None, initial: str, since_ms: int | None) -> StartPlan:
+        hub = self.hub
+        parts = hub.partitions
+        if last is not None:
+            unknown = sorted(set(last.progress) - set(parts))
+            if unknown:
+                raise PositionError(
+                    f"last event id names partition {unknown[0]}, but topic {hub.topic} has {len(parts)}"
+                )
+            positions = dict(last.progress)
+            if len(positions) < len(parts) or any(positions[p] < hub.cache[p].start for p in positions):
+                lows = await self.lows()
+                for p in parts:
+                    positions[p] = max(positions.get(p, lows[p]), lows[p])
+            return StartPlan(positions)
+        if since_ms is not None:
+            return await self._since(since_ms)
+        if initial in (INITIAL_EARLIEST, INITIAL_SNAPSHOT):
+            return StartPlan(await self.lows(), snapshot=initial == INITIAL_SNAPSHOT)
+        return StartPlan(dict(hub.next))
+
+    async def lows(self) -> dict[int, int]:
+        """The first retained offset of each partition (the low watermarks)."""
+        hub = self.hub
+        marks = await hub.blocking(hub.access.watermarks, hub.topic, hub.partitions)
+        return {p: low for p, (low, _) in marks.items()}
+
+    async def _since(self, since_ms: int) -> StartPlan:
+        hub = self.hub
+        positions: dict[int, int] = {}
+        # Ask Kafka for every partition, even when the cache holds records older than
+        # `since`: timestamps need not grow with offsets, so a record before the cache
+        # may still be newer. The cache serves the catch-up, not this answer.
+        lookup = list(hub.partitions)
+        pending: set[int] = set()
+        if lookup:
+            # The broker's answer is only a lower bound (some answer 0), so the
+            # catch-up also skips records older than `since` until the first newer one.
+            found_offsets = await hub.blocking(hub.access.offsets_for_time, hub.topic, lookup, since_ms)
+            lows = await self.lows()
+            for p in lookup:
+                offset = found_offsets.get(p, -1)
+                positions[p] = hub.next[p] if offset < 0 else max(offset, lows[p])
+                if positions[p] < hub.next[p]:
+                    pending.add(p)
+        return StartPlan(positions, since_ms=since_ms, since_partitions=pending)
