@@ -9,7 +9,7 @@ from django.views.defaults import page_not_found
 
 from guards.conf import guards_settings
 from streams.config.asyncapi import asyncapi_document
-from streams.edge.runtime import hub_registry_if_started
+from streams.edge.runtime import process_hubs_if_started
 from streams.models import Route
 from streams.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from streams.ops.metrics import metrics_text
@@ -45,7 +45,7 @@ def viewer(request: HttpRequest) -> HttpResponse:
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    registry = hub_registry_if_started()
+    registry = process_hubs_if_started()
     hubs = registry.hubs if registry is not None else {}
     return JsonResponse(
         {

@@ -36,23 +36,49 @@ def event_body(data: str, event: str | None = None) -> bytes:
     return head + data_lines(data) + b"\n"
 
 
+def id_line(event_id: str) -> bytes:
+    return b"id: " + field_sanitize(event_id).encode("utf-8") + b"\n"
+
+
+def retry_line(retry_ms: int) -> bytes:
+    return b"retry: " + str(int(retry_ms)).encode("ascii") + b"\n"
+
+
 def event_frame(event_id: str | None, body: bytes) -> bytes:
     """A whole event: the ``id`` line (if any) followed by a body from :func:`event_body`."""
     if event_id is None:
         return body
-    return b"id: " + field_sanitize(event_id).encode("utf-8") + b"\n" + body
+    return id_line(event_id) + body
 
 
 def checkpoint_frame(event_id: str) -> bytes:
     """An id-only event: the browser stores it as ``lastEventId`` without firing ``message``."""
-    return b"id: " + field_sanitize(event_id).encode("utf-8") + b"\n\n"
+    return id_line(event_id) + b"\n"
 
 
 def preamble(retry_ms: int | None, event_id: str | None) -> bytes:
     """The first bytes of a stream: the reconnection delay and the start checkpoint."""
     out = b""
     if retry_ms is not None:
-        out += b"retry: " + str(int(retry_ms)).encode("ascii") + b"\n"
+        out += retry_line(retry_ms)
     if event_id is not None:
-        out += b"id: " + field_sanitize(event_id).encode("utf-8") + b"\n"
+        out += id_line(event_id)
     return out + b"\n" if out else b""
+
+
+def block_frame(
+    *, event_id: str | None = None, event: str | None = None, retry_ms: int | None = None, data: str | None = None
+) -> bytes:
+    """A block with exactly these fields (None leaves one out), as a relay re-frames what its upstream sent.
+
+    ``data=""`` is kept: a browser dispatches an event with an empty payload, but
+    none for a block without a data line.
+    """
+    out = id_line(event_id) if event_id is not None else b""
+    if event:
+        out += b"event: " + field_sanitize(event).encode("utf-8") + b"\n"
+    if retry_ms is not None:
+        out += retry_line(retry_ms)
+    if data is not None:
+        out += data_lines(data)
+    return out + b"\n"

@@ -29,7 +29,7 @@ from streams.edge.counters import admission_refusals, challenges_sent
 from streams.edge.reauthorization import CHALLENGE_FRAME
 from streams.edge.request import StreamRequest
 from streams.edge.responses import send_error, stream_finish, stream_start
-from streams.edge.runtime import hub_registry
+from streams.edge.runtime import process_hubs
 from streams.edge.stream import CLIENT_GONE, stream_serve
 from streams.fanout.hub import TopicHub
 from streams.fanout.kafka import KafkaUnavailable, TopicNotFound
@@ -154,7 +154,7 @@ async def stream_prepare(
         raise InvalidParameter(str(exc)) from exc
     try:
         limits, schema = await topic_settings_async(topic)
-        hub = await hub_registry().hub(topic, limits, schema)
+        hub = await process_hubs().hub(topic, limits, schema)
         plan = await hub.plan(last=last, initial=route.initial, since_ms=since_ms)
     except TopicNotFound as exc:
         raise UnknownTopic(f"topic {topic!r} does not exist") from exc

@@ -13,7 +13,7 @@ from streams.edge.challenge import deadline_registered, stream_deadline
 from streams.edge.reauthorization import CHALLENGE_FRAME
 from streams.edge.request import StreamRequest
 from streams.edge.responses import send_error, stream_finish, stream_start
-from streams.edge.runtime import proxy_registry
+from streams.edge.runtime import process_upstreams
 from streams.edge.stream import stream_serve
 from streams.fanout.sinks import Sink
 from streams.proxy.upstream import ProxySubscriber, Upstream, UpstreamError, heartbeats_write
@@ -82,7 +82,7 @@ async def proxy_stream(route: RouteSpec, request: StreamRequest, receive: Receiv
 async def upstream_join(route: RouteSpec, last: str | None) -> tuple[Upstream, ProxySubscriber]:
     """Join (or open) the route's upstream from ``last``; a refusal names the upstream's answer."""
     try:
-        return await proxy_registry().subscribe(
+        return await process_upstreams().subscribe(
             route.upstream, last, retry_ms=route.retry_ms, limit=route.max_pending_bytes, schema=route.schema
         )
     except UpstreamError as exc:

@@ -2,7 +2,7 @@
 
 Plain Python, no Django. Each open guarded stream has a :class:`StreamDeadline`
 (one challenge timer, one deadline timer) registered in this process's
-:class:`DeadlineRegistry` under its guard and identity. A valid challenge
+:class:`Deadlines` under its guard and identity. A valid challenge
 response moves every matching deadline; :class:`ReauthorizationBus` carries it
 to the other worker processes and gateway instances over a channel layer.
 """
@@ -84,7 +84,7 @@ class StreamDeadline:
         self._timers.clear()
 
 
-class DeadlineRegistry:
+class Deadlines:
     """This process's open guarded streams by (guard, identity)."""
 
     def __init__(self) -> None:
@@ -135,7 +135,7 @@ class ReauthorizationBus:
     key is still open under one lock, so joins and leaves cannot overtake each other.
     """
 
-    def __init__(self, registry: DeadlineRegistry, layer: ChannelLayer | None) -> None:
+    def __init__(self, registry: Deadlines, layer: ChannelLayer | None) -> None:
         self.registry = registry
         self.layer = layer
         self._lock = asyncio.Lock()

@@ -5,13 +5,13 @@ from __future__ import annotations
 from channels.layers import get_channel_layer
 
 from streams.conf import streams_settings
-from streams.edge.reauthorization import DeadlineRegistry, ReauthorizationBus
+from streams.edge.reauthorization import Deadlines, ReauthorizationBus
 from streams.edge.reconfiguration import ConfigBus, OpenStreams
 from streams.fanout.hubs import Hubs
 from streams.fanout.kafka import KafkaAccess
-from streams.proxy.upstream import UpstreamRegistry
+from streams.proxy.upstream import Upstreams
 
-_registry: Hubs | None = None
+_hubs: Hubs | None = None
 _bootstrap: str | None = None
 
 
@@ -26,10 +26,10 @@ def kafka_bootstrap() -> str:
     return _bootstrap or streams_settings.KAFKA_BOOTSTRAP_SERVERS
 
 
-def hub_registry() -> Hubs:
+def process_hubs() -> Hubs:
     """This process's :class:`Hubs` (one Kafka consumer per topic lives in it)."""
-    global _registry
-    if _registry is None:
+    global _hubs
+    if _hubs is None:
         bootstrap = kafka_bootstrap()
         if not bootstrap:
             raise RuntimeError("KAFKA_BOOTSTRAP_SERVERS is not set (runstreams starts a broker when it is empty)")
@@ -39,20 +39,20 @@ def hub_registry() -> Hubs:
             backlog_readers=streams_settings.BACKLOG_READERS,
             fetch_linger_seconds=streams_settings.FETCH_LINGER_MS / 1000,
         )
-        _registry = Hubs(access, idle_seconds=streams_settings.HUB_IDLE_SECONDS)
-    return _registry
+        _hubs = Hubs(access, idle_seconds=streams_settings.HUB_IDLE_SECONDS)
+    return _hubs
 
 
-def hub_registry_if_started() -> Hubs | None:
-    return _registry
+def process_hubs_if_started() -> Hubs | None:
+    return _hubs
 
 
-def hub_registry_stop() -> None:
-    global _registry
-    if _registry is not None:
-        _registry.stop()
-        _registry.access.close()
-        _registry = None
+def process_hubs_stop() -> None:
+    global _hubs
+    if _hubs is not None:
+        _hubs.stop()
+        _hubs.access.close()
+        _hubs = None
 
 
 _bus: ReauthorizationBus | None = None
@@ -62,7 +62,7 @@ def reauthorization_bus() -> ReauthorizationBus:
     """This process's open guarded streams and its link to the others, over the channel layer (SPEC 4.3)."""
     global _bus
     if _bus is None:
-        _bus = ReauthorizationBus(DeadlineRegistry(), get_channel_layer())
+        _bus = ReauthorizationBus(Deadlines(), get_channel_layer())
     return _bus
 
 
@@ -100,16 +100,16 @@ def runtime_stop() -> None:
         _config_bus = None
 
 
-_proxies: UpstreamRegistry | None = None
+_proxies: Upstreams | None = None
 
 
-def proxy_registry() -> UpstreamRegistry:
+def process_upstreams() -> Upstreams:
     """This process's upstream SSE connections (``sse-proxy`` routes), shared between clients."""
     global _proxies
     if _proxies is None:
-        _proxies = UpstreamRegistry()
+        _proxies = Upstreams()
     return _proxies
 
 
-def proxy_registry_if_started() -> UpstreamRegistry | None:
+def process_upstreams_if_started() -> Upstreams | None:
     return _proxies

@@ -21,7 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from streams.edge.counters import stream_metrics
-from streams.edge.runtime import hub_registry_if_started, proxy_registry_if_started
+from streams.edge.runtime import process_hubs_if_started, process_upstreams_if_started
 
 if TYPE_CHECKING:
     from streams.fanout.hub import TopicHub
@@ -154,7 +154,7 @@ class ProxyCollector(Collector):
     """The upstream connections of ``sse-proxy`` routes in this process, read at scrape time."""
 
     def collect(self) -> Iterator[Metric]:
-        proxies = proxy_registry_if_started()
+        proxies = process_upstreams_if_started()
         upstreams = GaugeMetricFamily("sluice_proxy_upstreams", "Open upstream connections of sse-proxy routes.")
         upstreams.add_metric([], len(proxies.upstreams) if proxies else 0)
         subscribers = GaugeMetricFamily("sluice_proxy_subscribers", "Open streams on sse-proxy routes.")
@@ -193,6 +193,6 @@ class ProcessCollector(Collector):
             yield family
 
 
-stream_metrics.register(HubCollector(hub_registry_if_started))
+stream_metrics.register(HubCollector(process_hubs_if_started))
 stream_metrics.register(ProcessCollector())
 stream_metrics.register(ProxyCollector())

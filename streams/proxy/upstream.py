@@ -5,7 +5,7 @@ writes every event, re-framed field for field, into the sinks of its
 subscribers. It re-opens the upstream on failure with backoff (at least the
 upstream's ``retry``) and the last id it saw, without ending its clients.
 
-:class:`UpstreamRegistry` shares connections: clients that open without a
+:class:`Upstreams` shares connections: clients that open without a
 last event id join the live upstream of their URL; clients with the same last
 id share one until it has delivered anything (after that a newcomer with that
 id would miss what was delivered, so it gets its own). Plain asyncio, no Django.
@@ -24,7 +24,7 @@ from httpx_sse import EventSource, SSEError
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # not re-exported; the version is pinned
 
 from streams.core.schemas import SchemaCheck
-from streams.core.sse import HEARTBEAT, data_lines, field_sanitize
+from streams.core.sse import HEARTBEAT, block_frame, checkpoint_frame, preamble
 from streams.fanout.sinks import Sink
 
 logger = logging.getLogger("sluice.proxy")
@@ -59,16 +59,7 @@ class UpstreamEvent:
 
     def frame(self) -> bytes:
         """The block re-framed (SPEC 1): same fields, same meaning to a browser."""
-        out = b""
-        if self.id is not None:
-            out += b"id: " + field_sanitize(self.id).encode("utf-8") + b"\n"
-        if self.event:
-            out += b"event: " + field_sanitize(self.event).encode("utf-8") + b"\n"
-        if self.retry is not None:
-            out += b"retry: " + str(self.retry).encode("ascii") + b"\n"
-        if self.data is not None:
-            out += data_lines(self.data)
-        return out + b"\n"
+        return block_frame(event_id=self.id, event=self.event, retry_ms=self.retry, data=self.data)
 
 
 class FieldDecoder:
@@ -156,14 +147,14 @@ class Upstream:
     """One upstream stream, read once and written to every subscriber."""
 
     def __init__(
-        self, client: httpx.AsyncClient, url: str, last_id: str | None, *, base_delay: float, registry: UpstreamRegistry
+        self, client: httpx.AsyncClient, url: str, last_id: str | None, *, base_delay: float, owner: Upstreams
     ) -> None:
         self.client = client
         self.url = url
         self.opened_with = last_id
         self.last_id = last_id
         self.base_delay = base_delay
-        self.registry = registry
+        self.owner = owner
         self.retry_ms: int | None = None
         self.delivered = 0
         self.reconnects = 0
@@ -196,7 +187,7 @@ class Upstream:
 
     def close(self) -> None:
         self.task.cancel()
-        self.registry.forget(self)
+        self.owner.forget(self)
 
     def _write(self, data: bytes) -> None:
         for sub in list(self.subscribers):
@@ -208,7 +199,7 @@ class Upstream:
         self.subscribers.pop(sub, None)
         sub.abort()
         sub.end("slow")
-        self.registry.cut_slow += 1
+        self.owner.cut_slow += 1
 
     def _end_all(self, reason: str) -> None:
         for sub in list(self.subscribers):
@@ -258,7 +249,7 @@ class Upstream:
                     continue
                 if self.opened.done():
                     self.reconnects += 1
-                    self.registry.reconnects += 1
+                    self.owner.reconnects += 1
                 else:
                     self.opened.set_result(None)
                 failures = 0
@@ -277,7 +268,7 @@ class Upstream:
                 failures += 1
                 await asyncio.sleep(self._backoff(failures))
         finally:
-            self.registry.forget(self)
+            self.owner.forget(self)
             if not self.opened.done():
                 self.opened.set_exception(UpstreamError(f"upstream {self.url} closed before it opened"))
             self._end_all("upstream_closed")
@@ -300,7 +291,7 @@ class Upstream:
             return
         # One verdict per schema version for this event, whatever the number of clients.
         verdicts: dict[str, bool] = {}
-        skipped = checkpoint_frame(event.id)
+        skipped = checkpoint_frame(event.id) if event.id is not None else b""
         for sub in list(self.subscribers):
             schema = sub.schema
             valid = True
@@ -311,7 +302,7 @@ class Upstream:
                 else:
                     valid = verdicts[schema.key] = schema.value_valid(event.data.encode("utf-8"))
                     if not valid:
-                        self.registry.schema_rejected += 1
+                        self.owner.schema_rejected += 1
                         schema.rejection_log(f"upstream {self.url} event id {event.id}")
             data = frame if valid else skipped
             # A skipped event still moves the client's last id past it (an id-only block).
@@ -320,18 +311,10 @@ class Upstream:
 
     def preamble(self, retry_ms: int) -> bytes:
         """What a new subscriber gets first: the reconnection delay, and the last id when joining mid-stream."""
-        out = b"retry: " + str(self.retry_ms if self.retry_ms is not None else retry_ms).encode("ascii") + b"\n"
-        if self.last_id:
-            out += b"id: " + field_sanitize(self.last_id).encode("utf-8") + b"\n"
-        return out + b"\n"
+        return preamble(self.retry_ms if self.retry_ms is not None else retry_ms, self.last_id or None)
 
 
-def checkpoint_frame(event_id: str | None) -> bytes:
-    """An id-only block: a browser's ``lastEventId`` moves, no event is dispatched."""
-    return b"id: " + field_sanitize(event_id).encode("utf-8") + b"\n\n" if event_id is not None else b""
-
-
-class UpstreamRegistry:
+class Upstreams:
     """This process's upstream connections, shared where sharing loses nothing."""
 
     def __init__(self, client: httpx.AsyncClient | None = None) -> None:
@@ -360,7 +343,7 @@ class UpstreamRegistry:
         key = (url, last_id)
         upstream = self.upstreams.get(key)
         if upstream is None or not upstream.joinable:
-            upstream = Upstream(self.client, url, last_id, base_delay=retry_ms / 1000, registry=self)
+            upstream = Upstream(self.client, url, last_id, base_delay=retry_ms / 1000, owner=self)
             self.upstreams[key] = upstream
         sub = ProxySubscriber(upstream.preamble(retry_ms), limit, schema)
         # Subscribed before the open finishes, so no event between the two is lost.

@@ -45,7 +45,7 @@ class Command(BaseCommand):
         parser.add_argument("--verbosity-daphne", type=int, default=1, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from streams.edge.runtime import hub_registry_stop, kafka_bootstrap_use
+        from streams.edge.runtime import kafka_bootstrap_use, process_hubs_stop
         from streams.server.gateway import ServeError, ServeOptions, TLSFiles, gateway_serve, gateway_supervise
 
         tls_asked = bool(options["tls_cert"] or options["self_signed"])
@@ -87,7 +87,7 @@ class Command(BaseCommand):
             except ServeError as exc:
                 raise CommandError(str(exc)) from exc
             finally:
-                hub_registry_stop()
+                process_hubs_stop()
                 for part in reversed(running):
                     part.stop()
 

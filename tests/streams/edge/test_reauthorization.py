@@ -10,7 +10,7 @@ import pytest
 
 from streams.edge.reauthorization import (
     CHALLENGE_FRAME,
-    DeadlineRegistry,
+    Deadlines,
     NotPublished,
     ReauthorizationBus,
     StreamDeadline,
@@ -39,7 +39,7 @@ def test_group_name_is_valid_for_any_identity() -> None:
 
 
 async def test_extension_reaches_only_streams_of_that_guard_and_identity_whose_roles_it_grants() -> None:
-    registry = DeadlineRegistry()
+    registry = Deadlines()
     mine, needs_admin, bobs, other_guard = (
         deadline(),
         deadline(roles=("read", "admin")),
@@ -99,7 +99,7 @@ class FakeLayer:
 
 async def test_bus_carries_an_extension_to_another_process_and_leaves_groups_when_streams_close() -> None:
     layer = FakeLayer()
-    here, there = ReauthorizationBus(DeadlineRegistry(), layer), ReauthorizationBus(DeadlineRegistry(), layer)
+    here, there = ReauthorizationBus(Deadlines(), layer), ReauthorizationBus(Deadlines(), layer)
     remote = deadline()
     await there.stream_open(remote)
     remote.start(on_challenge=lambda: None, on_expire=lambda: None)
@@ -124,7 +124,7 @@ class RefusingLayer(FakeLayer):
 
 
 async def test_an_extension_that_cannot_be_published_is_applied_here_and_reported() -> None:
-    bus = ReauthorizationBus(DeadlineRegistry(), RefusingLayer())
+    bus = ReauthorizationBus(Deadlines(), RefusingLayer())
     local = deadline()
     await bus.stream_open(local)
     local.start(on_challenge=lambda: None, on_expire=lambda: None)

@@ -234,10 +234,10 @@ def sse_transport(count: int, seen: list[httpx.Request]) -> httpx.MockTransport:
 
 
 async def test_a_slow_proxy_client_is_cut_and_the_others_go_on() -> None:
-    from streams.proxy.upstream import UpstreamRegistry
+    from streams.proxy.upstream import Upstreams
 
     seen: list[httpx.Request] = []
-    registry = UpstreamRegistry(httpx.AsyncClient(transport=sse_transport(20, seen)))
+    registry = Upstreams(httpx.AsyncClient(transport=sse_transport(20, seen)))
     url = "http://upstream.test/events"
     try:
         (upstream, slow), (same, healthy) = await asyncio.gather(
@@ -260,9 +260,9 @@ async def test_a_slow_proxy_client_is_cut_and_the_others_go_on() -> None:
 
 
 async def test_a_client_over_its_bound_before_its_head_is_out_is_cut_on_attach() -> None:
-    from streams.proxy.upstream import UpstreamRegistry
+    from streams.proxy.upstream import Upstreams
 
-    registry = UpstreamRegistry(httpx.AsyncClient(transport=sse_transport(20, [])))
+    registry = Upstreams(httpx.AsyncClient(transport=sse_transport(20, [])))
     try:
         upstream, sub = await registry.subscribe("http://upstream.test/events", "0", retry_ms=1000, limit=500)
         await condition_wait_async(lambda: sub.closed.done(), within=WAIT, what="the cut")
@@ -304,7 +304,7 @@ async def test_last_event_id_with_a_line_end_is_400_not_sent_upstream(
 
 async def test_route_schema_skips_upstream_events_once_per_event_and_moves_the_id() -> None:
     from streams.core.schemas import schema_validator_compile
-    from streams.proxy.upstream import UpstreamRegistry
+    from streams.proxy.upstream import Upstreams
 
     body = b"".join(
         f"id: {n}\ndata: {data}\n\n".encode()
@@ -317,7 +317,7 @@ async def test_route_schema_skips_upstream_events_once_per_event_and_moves_the_i
     schema = schema_validator_compile(
         "counted", {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}
     )
-    registry = UpstreamRegistry(httpx.AsyncClient(transport=httpx.MockTransport(answer)))
+    registry = Upstreams(httpx.AsyncClient(transport=httpx.MockTransport(answer)))
     url = "http://upstream.test/numbers"
     try:
         subscribed = await asyncio.gather(
