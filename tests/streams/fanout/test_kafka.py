@@ -1,0 +1,236 @@
+"""The Kafka wrapper with a stand-in for confluent-kafka's Consumer: look-ups, backlog reads, the live fetch."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from streams.core.records import Record
+from streams.fanout import kafka
+from streams.fanout.kafka import (
+    BacklogReader,
+    KafkaAccess,
+    KafkaUnavailable,
+    LiveFetcher,
+    PartitionEnd,
+    TopicNotFound,
+    consumer_config,
+)
+
+
+@dataclass
+class Message:
+    """What a consumed confluent-kafka message answers."""
+
+    partition_: int
+    offset_: int
+    value_: bytes | None = b"v"
+    key_: bytes | None = None
+    eof: bool = False
+    failure: int | None = None
+
+    def partition(self) -> int:
+        return self.partition_
+
+    def offset(self) -> int:
+        return self.offset_
+
+    def error(self) -> KafkaError | None:
+        if self.eof:
+            return KafkaError(KafkaError._PARTITION_EOF)
+        if self.failure is not None:
+            return KafkaError(self.failure)
+        return None
+
+    def key(self) -> bytes | None:
+        return self.key_
+
+    def value(self) -> bytes | None:
+        return self.value_
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_000 + self.offset_)
+
+
+@dataclass
+class TopicMetadata:
+    partitions: dict[int, Any]
+    error: KafkaError | None = None
+
+
+@dataclass
+class FakeConsumer:
+    """Answers from queued batches; records what was assigned and whether it was closed."""
+
+    config: dict[str, Any]
+    batches: deque[list[Message]] = field(default_factory=deque)
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    marks: dict[int, tuple[int, int]] = field(default_factory=dict)
+    failing: bool = False
+    assigned: list[list[tuple[int, int]]] = field(default_factory=list)
+    closed: bool = False
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.assigned.append([(tp.partition, tp.offset) for tp in partitions])
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        return self.batches.popleft() if self.batches else []
+
+    def poll(self, timeout: float = -1) -> Message | None:
+        batch = self.consume()
+        if not batch:
+            return None
+        first, rest = batch[0], batch[1:]
+        if rest:
+            self.batches.appendleft(rest)
+        return first
+
+    def list_topics(self, topic: str, timeout: float = -1) -> Any:
+        if self.failing:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        return type("Metadata", (), {"topics": self.topics})()
+
+    def get_watermark_offsets(self, tp: Any, timeout: float = -1, cached: bool = False) -> tuple[int, int]:
+        if self.failing:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        return self.marks[tp.partition]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def consumers(monkeypatch: pytest.MonkeyPatch) -> list[FakeConsumer]:
+    """Every consumer the wrapper makes, in order."""
+    made: list[FakeConsumer] = []
+
+    def make(config: dict[str, Any]) -> FakeConsumer:
+        consumer = FakeConsumer(config)
+        made.append(consumer)
+        return consumer
+
+    monkeypatch.setattr(kafka, "Consumer", make)
+    return made
+
+
+def test_consumer_config_never_joins_a_group_and_takes_extras() -> None:
+    config = consumer_config("k:9092", **{"fetch.wait.max.ms": 5})
+    assert config["bootstrap.servers"] == "k:9092"
+    assert config["enable.auto.commit"] is False
+    assert config["enable.partition.eof"] is True
+    assert config["fetch.wait.max.ms"] == 5
+    assert consumer_config("k:9092")["group.id"] != config["group.id"]  # a group id nobody else has
+
+
+async def test_partitions_unknown_topic_and_unavailable(consumers: list[FakeConsumer]) -> None:
+    access = KafkaAccess("k:9092", timeout=1.0)
+    try:
+        lookup = access._lookup_consumer()
+        lookup.topics = {
+            "scores": TopicMetadata({2: None, 0: None, 1: None}),
+            "gone": TopicMetadata({}, KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)),
+        }
+        assert access.partitions("scores") == [0, 1, 2]
+        with pytest.raises(TopicNotFound):
+            access.partitions("gone")
+        with pytest.raises(TopicNotFound):
+            access.partitions("never-heard-of")
+        lookup.failing = True
+        with pytest.raises(KafkaUnavailable):
+            access.partitions("scores")
+        with pytest.raises(KafkaUnavailable):
+            access.watermarks("scores", [0])
+        lookup.failing = False
+        lookup.marks = {0: (3, 10), 1: (0, 0)}
+        assert access.watermarks("scores", [0, 1]) == {0: (3, 10), 1: (0, 0)}
+        assert len(consumers) == 1  # one look-up consumer, reused
+    finally:
+        access.close()
+    assert consumers[0].closed
+
+
+async def test_backlog_read_stops_at_the_range_and_at_partition_ends(consumers: list[FakeConsumer]) -> None:
+    access = KafkaAccess("k:9092", timeout=1.0)
+    reader = BacklogReader(access, "scores")
+    try:
+        reader._consumer = consumers_make(
+            consumers,
+            [
+                # A record from before the range (an earlier assignment), records of the range, and the
+                # end of partition 1 past offsets it never had records at (compaction, control records).
+                [Message(0, 1), Message(0, 2), Message(0, 3), Message(1, 2, eof=True)],
+                # The last record of the range, then one past its stop (left for the next read).
+                [Message(0, 4), Message(0, 5)],
+            ],
+        )
+        records, reached = reader.read({0: (2, 5), 1: (0, 2)}, max_records=100, max_bytes=1 << 20)
+        assert [(r.partition, r.offset) for r in records] == [(0, 2), (0, 3), (0, 4)]
+        assert reached == {0: 5, 1: 2}
+        assert consumers[-1].assigned == [[(0, 2), (1, 0)]]
+    finally:
+        reader.close()
+        access.close()
+
+
+async def test_backlog_read_without_data_is_kafka_unavailable(consumers: list[FakeConsumer]) -> None:
+    access = KafkaAccess("k:9092", timeout=0.3)
+    reader = BacklogReader(access, "scores")
+    try:
+        reader._consumer = consumers_make(consumers, [])
+        with pytest.raises(KafkaUnavailable, match=r"no data from scores within 0\.3s"):
+            reader.read({0: (0, 10)}, max_records=100, max_bytes=1 << 20)
+    finally:
+        reader.close()
+        access.close()
+
+
+def consumers_make(consumers: list[FakeConsumer], batches: list[list[Message]]) -> Any:
+    consumer = FakeConsumer({}, deque(batches))
+    consumers.append(consumer)
+    return consumer
+
+
+async def test_live_fetcher_hands_records_and_partition_ends_to_the_loop(consumers: list[FakeConsumer]) -> None:
+    access = KafkaAccess("k:9092", timeout=1.0, fetch_linger_seconds=0.0)
+    delivered: list[list[Record | PartitionEnd]] = []
+    got = threading.Event()
+
+    def deliver(batch: list[Record | PartitionEnd]) -> None:
+        delivered.append(batch)
+        got.set()
+
+    fetcher = LiveFetcher(access, "scores", {0: 4, 1: 0}, deliver)
+    try:
+        live = consumers[-1]
+        assert live.assigned == [[(0, 4), (1, 0)]]
+        live.marks = {0: (0, 6), 1: (0, 0)}
+        live.batches.append(
+            [
+                Message(0, 4, key_=b"a"),
+                Message(0, 5),
+                Message(1, 0, eof=True),
+                Message(0, 6, failure=KafkaError._MSG_TIMED_OUT),
+            ]
+        )
+        fetcher.start()
+        assert got.wait(5), "no batch delivered"
+    finally:
+        fetcher.stop()
+        access.close()
+    [batch] = delivered
+    assert [(type(item).__name__, item.partition, item.offset) for item in batch] == [
+        ("Record", 0, 4),
+        ("Record", 0, 5),
+        ("PartitionEnd", 1, 0),
+    ]
+    assert isinstance(batch[0], Record)
+    assert batch[0].key == b"a"
+    assert live.closed
