@@ -37,7 +37,9 @@ django.setup()
 import jwt  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: E402
 
-from bench.fanout import Gateway, machine_description, output_write  # noqa: E402
+from bench.lib.processes import Gateway  # noqa: E402
+from bench.lib.procstats import machine_description  # noqa: E402
+from bench.lib.report import output_write  # noqa: E402
 from guards.policy import policy_compile  # noqa: E402
 from streams.core.patterns import pattern_compile  # noqa: E402
 from streams.core.routes import RouteSpec  # noqa: E402

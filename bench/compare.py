@@ -41,52 +41,29 @@ import json
 import os
 import resource
 import shlex
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.fanout import (  # noqa: E402
-    Child,
-    Gateway,
-    SseClient,
-    Stats,
+from bench.lib.procstats import (  # noqa: E402
     fd_limit_raise,
-    free_port,
     loadavg,
     machine_description,
-    percentile,
-    producer_main,
     self_cpu_seconds,
     system_busy_seconds,
     tree_cpu_seconds,
     tree_rss_bytes,
 )
-from streams.server.processes import process_stop  # noqa: E402
+from bench.lib.report import git_commit, mib, output_write  # noqa: E402
+from bench.lib.servers import EventstreamServer, NchanServer, Server, SluiceServer, StarletteServer  # noqa: E402
+from bench.lib.sseload import SseClient, Stats, clients_open, percentile  # noqa: E402
 
-PEERS_DIR = ROOT / "bench" / "peers"
-PEERS_VENV = ROOT / "bench" / ".peers-venv"
-# The peers, pinned: the versions the numbers in docs/benchmarks.md were taken with.
-PEER_REQUIREMENTS = [
-    "Django==5.2.19",
-    "channels==4.3.2",
-    "daphne==4.2.3",
-    "django-eventstream==5.3.4",
-    "sse-starlette==3.7.0",
-    "uvicorn==0.54.0",
-    "uvloop==0.23.0",
-]
 SECTION_BEGIN = "<!-- bench/compare.py{} results: begin -->"
 SECTION_END = "<!-- bench/compare.py{} results: end -->"
 SERVERS = ("sluice", "sluice-2w", "sluice-uvicorn", "sse-starlette", "django-eventstream", "nchan")
@@ -94,350 +71,6 @@ SCENARIOS = ("fanout", "peak", "idle", "keyed", "volume")
 
 
 # -- servers -------------------------------------------------------------------------
-
-
-def peers_venv() -> Path:
-    """The peers' virtualenv, created on first use; its python."""
-    python = PEERS_VENV / "bin" / "python"
-    marker = PEERS_VENV / "requirements.txt"
-    wanted = "\n".join(PEER_REQUIREMENTS)
-    if python.exists() and marker.exists() and marker.read_text() == wanted:
-        return python
-    subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_REQUIREMENTS], check=True, timeout=600)
-    marker.write_text(wanted)
-    return python
-
-
-def wait_port(port: int, process: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-            return
-        if process.poll() is not None:
-            break
-        time.sleep(0.1)
-    raise RuntimeError(f"server did not start on {port}:\n" + log.read_text("utf-8", "replace")[-3000:])
-
-
-class Server:
-    """One server under test: started, asked for a stream path, fed by its publisher, stopped."""
-
-    name = ""
-    ready_on_headers = True
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.port = 0
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        if self.process is not None:
-            process_stop(self.process, timeout=15)
-        self.process = None
-
-    def pids(self) -> list[int]:
-        from bench.fanout import process_tree
-
-        assert self.process is not None
-        return process_tree(self.process.pid)
-
-    def path(self, key: str | None) -> str:
-        raise NotImplementedError
-
-    def publisher(self, rate: float, count: int, size: int, keys: int) -> Child:
-        """A helper process that says "ready", waits for "go", publishes, and reports."""
-        raise NotImplementedError
-
-    def broker_connections(self) -> int | None:
-        return None
-
-    def _spawn(self, command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
-        log_path = self.tmp / f"{self.name}.log"
-        log = open(log_path, "wb")  # noqa: SIM115 - the child keeps writing to it
-        self.process = subprocess.Popen(
-            command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-        )
-        log.close()
-        wait_port(self.port, self.process, log_path)
-
-
-def http_publisher_main(conn: Any, port: int, rate: float, count: int, size: int, keys: int) -> None:
-    """Start a Python peer's in-process publisher over HTTP and wait until it says it is done."""
-    import http.client
-
-    conn.send("ready")
-    if conn.recv() != "go":
-        return
-
-    def ask(method: str, path: str) -> dict[str, Any]:
-        # A connection per request: a busy server may close an idle keep-alive one between polls.
-        for attempt in range(5):
-            client = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            try:
-                client.request(method, path)
-                return dict(json.loads(client.getresponse().read()))
-            except (OSError, http.client.HTTPException):
-                if attempt == 4:
-                    raise
-                time.sleep(0.2)
-            finally:
-                client.close()
-        raise AssertionError("unreachable")
-
-    ask("POST", f"/start?rate={rate}&count={count}&size={size}&keys={keys}")
-    while True:
-        time.sleep(0.1)
-        status = ask("GET", "/status")
-        if status["done"]:
-            break
-    conn.send({"seconds": status["seconds"], "failed": 0, "cpu": 0.0, "max_behind": status["max_behind"]})
-
-
-def nchan_publisher_main(conn: Any, port: int, rate: float, count: int, size: int, keys: int) -> None:
-    """POST every message to Nchan's publisher location, pipelined on one keep-alive connection."""
-    from bench.fanout import payload_make
-
-    sock = socket.create_connection(("127.0.0.1", port))
-    answered = [0]
-
-    def drain() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                data = sock.recv(1 << 16)
-                if not data:
-                    return
-                answered[0] += data.count(b"HTTP/1.1 20")
-
-    threading.Thread(target=drain, daemon=True).start()
-    conn.send("ready")
-    if conn.recv() != "go":
-        return
-    cpu0 = self_cpu_seconds()
-    start = time.perf_counter()
-    behind = 0.0
-    for seq in range(count):
-        delay = start + seq / rate - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        behind = max(behind, -delay)
-        body = payload_make(seq, time.time_ns(), size)
-        channel = f"k{seq % keys}" if keys else "all"
-        sock.sendall(
-            b"POST /pub/%s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n%s"
-            % (channel.encode(), len(body), body)
-        )
-    seconds = time.perf_counter() - start
-    deadline = time.monotonic() + 30
-    while answered[0] < count and time.monotonic() < deadline:
-        time.sleep(0.01)
-    conn.send(
-        {"seconds": seconds, "failed": count - answered[0], "cpu": self_cpu_seconds() - cpu0, "max_behind": behind}
-    )
-    sock.close()
-
-
-class SluiceServer(Server):
-    name = "sluice"
-    ready_on_headers = False  # the preamble's checkpoint says the stream is live
-
-    def __init__(self, tmp: Path, broker: Any, workers: int = 1, asgi_server: str = "daphne") -> None:
-        super().__init__(tmp)
-        self.broker = broker
-        self.workers = workers
-        self.asgi_server = asgi_server
-        if workers > 1:
-            self.name = f"sluice-{workers}w"
-        if asgi_server != "daphne":
-            self.name = f"sluice-{asgi_server}"
-        self.topic = f"bench-compare-{uuid.uuid4().hex[:8]}"
-        self.gateway: Gateway | None = None
-
-    def start(self) -> None:
-        from streams.server.broker import topic_ensure
-
-        topic_ensure(self.broker.bootstrap, self.topic, partitions=3)
-        db = f"sqlite:///{self.tmp}/{self.name}.sqlite3"
-        self.gateway = Gateway(db, self.broker.bootstrap, self.tmp / f"{self.name}.log", self.workers, self.asgi_server)
-        self.gateway.manage("migrate", "--verbosity", "0")
-        self.gateway.manage(
-            "shell",
-            "-c",
-            "from streams.services import route_upsert; "
-            f"route_upsert(path='/bench/fanout', topic={self.topic!r}); "
-            f"route_upsert(path='/bench/keyed/{{key}}', topic={self.topic!r}, "
-            "filters=[{'key': '${params.key}'}])",
-        )
-        self.gateway.start()
-        self.port = self.gateway.port
-        self.process = self.gateway.process
-
-    def stop(self) -> None:
-        if self.gateway is not None:
-            self.gateway.stop()
-        self.process = None
-
-    def path(self, key: str | None) -> str:
-        return "/bench/fanout" if key is None else f"/bench/keyed/{key}"
-
-    def publisher(self, rate: float, count: int, size: int, keys: int) -> Child:
-        return Child(producer_main, self.broker.bootstrap, self.topic, 3, rate, count, size, 5.0, keys)
-
-    def broker_connections(self) -> int:
-        """TCP connections from the gateway's processes to the broker's port."""
-        port = int(self.broker.bootstrap.rsplit(":", 1)[1])
-        inodes: set[str] = set()
-        for pid in self.pids():
-            with contextlib.suppress(OSError):
-                for fd in os.listdir(f"/proc/{pid}/fd"):
-                    with contextlib.suppress(OSError):
-                        target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                        if target.startswith("socket:["):
-                            inodes.add(target[8:-1])
-        count = 0
-        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-            with contextlib.suppress(OSError), open(table) as handle:
-                next(handle)
-                for line in handle:
-                    parts = line.split()
-                    remote_port = int(parts[2].rsplit(":", 1)[1], 16)
-                    if remote_port == port and parts[3] == "01" and parts[9] in inodes:
-                        count += 1
-        return count
-
-
-class StarletteServer(Server):
-    name = "sse-starlette"
-
-    def start(self) -> None:
-        python = peers_venv()
-        self.port = free_port()
-        self._spawn(
-            [
-                str(python),
-                "-m",
-                "uvicorn",
-                "--app-dir",
-                str(PEERS_DIR),
-                "starlette_app:app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--loop",
-                "uvloop",
-                "--http",
-                "h11",
-                "--log-level",
-                "warning",
-                "--no-access-log",
-                "--timeout-keep-alive",
-                "300",
-                "--backlog",
-                "4096",
-            ]
-        )
-
-    def path(self, key: str | None) -> str:
-        return f"/events/{key or 'all'}"
-
-    def publisher(self, rate: float, count: int, size: int, keys: int) -> Child:
-        return Child(http_publisher_main, self.port, rate, count, size, keys)
-
-
-class EventstreamServer(Server):
-    name = "django-eventstream"
-
-    def start(self) -> None:
-        python = peers_venv()
-        self.port = free_port()
-        env = dict(os.environ)
-        env.pop("DJANGO_SETTINGS_MODULE", None)
-        env["PYTHONPATH"] = str(PEERS_DIR)
-        self._spawn(
-            [
-                str(python),
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "--verbosity",
-                "0",
-                "--application-close-timeout",
-                "5",
-                "eventstream_app:application",
-            ],
-            env=env,
-            cwd=PEERS_DIR,
-        )
-
-    def path(self, key: str | None) -> str:
-        return f"/events/{key or 'all'}"
-
-    def publisher(self, rate: float, count: int, size: int, keys: int) -> Child:
-        return Child(http_publisher_main, self.port, rate, count, size, keys)
-
-
-NGINX_CONF = """
-load_module /usr/lib/nginx/modules/ngx_nchan_module.so;
-daemon off;
-master_process on;
-worker_processes 1;
-worker_rlimit_nofile 65536;
-pid {tmp}/nginx.pid;
-error_log {tmp}/nginx-error.log warn;
-events {{ worker_connections 30000; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    nchan_shared_memory_size 256M;
-    keepalive_requests 100000000;
-    keepalive_timeout 300s;
-    server {{
-        listen 127.0.0.1:{port} backlog=4096;
-        location ~ /sub/(\\w+)$ {{
-            nchan_subscriber eventsource;
-            nchan_channel_id $1;
-            nchan_subscriber_first_message newest;
-            nchan_message_buffer_length 100;
-        }}
-        location ~ /pub/(\\w+)$ {{
-            nchan_publisher;
-            nchan_channel_id $1;
-            nchan_message_buffer_length 100;
-            nchan_message_timeout 60s;
-        }}
-    }}
-}}
-"""
-
-
-class NchanServer(Server):
-    name = "nchan"
-
-    def start(self) -> None:
-        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        if not Path(nginx).exists() or not Path("/usr/lib/nginx/modules/ngx_nchan_module.so").exists():
-            raise RuntimeError("nginx with Nchan is not installed: apt-get install nginx-light libnginx-mod-nchan")
-        self.port = free_port()
-        conf = self.tmp / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(tmp=self.tmp, port=self.port))
-        self._spawn([nginx, "-c", str(conf), "-p", str(self.tmp)])
-
-    def path(self, key: str | None) -> str:
-        return f"/sub/{key or 'all'}"
-
-    def publisher(self, rate: float, count: int, size: int, keys: int) -> Child:
-        return Child(nchan_publisher_main, self.port, rate, count, size, keys)
 
 
 # -- one run ---------------------------------------------------------------------------
@@ -482,34 +115,22 @@ class Row:
         )
 
 
-async def clients_open(
+async def server_clients_open(
     server: Server, count: int, stats: Stats, expected: int, keys: int, first: int = 0, concurrency: int = 50
 ) -> list[SseClient]:
-    loop = asyncio.get_running_loop()
-    gate = asyncio.Semaphore(concurrency)
-    opened: list[SseClient] = []
-
-    async def one(index: int) -> None:
-        key = f"k{index}" if keys else None
-        request = (
-            f"GET {server.path(key)} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAccept: text/event-stream\r\n"
-            "Cache-Control: no-cache\r\n\r\n"
-        ).encode()
-        async with gate:
-            try:
-                _, client = await loop.create_connection(
-                    lambda: SseClient(request, stats, expected, server.ready_on_headers), "127.0.0.1", server.port
-                )
-                if keys:
-                    client.want = len(range(index, expected, keys))
-                await asyncio.wait_for(client.ready, timeout=30)
-                opened.append(client)
-            except (OSError, TimeoutError, ConnectionError) as exc:
-                stats.disconnects += 0
-                print(f"    stream {index} failed to open: {exc!r}", flush=True)
-
-    await asyncio.gather(*(one(first + i) for i in range(count)))
-    return opened
+    """Streams of ``server``'s route: with ``keys``, stream n filters on key ``k<n>`` (round-robin records)."""
+    return await clients_open(
+        server.port,
+        count,
+        stats,
+        expected,
+        path_of=lambda index: server.path(f"k{index}" if keys else None),
+        want_of=(lambda index: len(range(index, expected, keys))) if keys else None,
+        ready_on_headers=server.ready_on_headers,
+        first=first,
+        concurrency=concurrency,
+        tolerate_failures=True,
+    )
 
 
 async def run_load(
@@ -525,10 +146,10 @@ async def run_load(
     opened: list[SseClient] = []
     try:
         await publisher.receive(60, "publisher start")
-        opened += await clients_open(server, 1, stats, count, keys)
+        opened += await server_clients_open(server, 1, stats, count, keys)
         await asyncio.sleep(0.5)
         rss_base = tree_rss_bytes(server.pids())
-        opened += await asyncio.wait_for(clients_open(server, clients - 1, stats, count, keys, first=1), 300)
+        opened += await asyncio.wait_for(server_clients_open(server, clients - 1, stats, count, keys, first=1), 300)
         row.opened = len(opened)
         await asyncio.sleep(2.0)
         pids = server.pids()
@@ -577,12 +198,12 @@ async def run_idle(server: Server, clients: int) -> Row:
     stats = Stats()
     opened: list[SseClient] = []
     try:
-        opened += await clients_open(server, 10, stats, 1, 0)
+        opened += await server_clients_open(server, 10, stats, 1, 0)
         await asyncio.sleep(1.0)
         rss_base = tree_rss_bytes(server.pids())
         with_ten = server.broker_connections()
         started = time.monotonic()
-        rest = clients_open(server, clients - 10, stats, 1, 0, first=10, concurrency=100)
+        rest = server_clients_open(server, clients - 10, stats, 1, 0, first=10, concurrency=100)
         opened += await asyncio.wait_for(rest, 600)
         row.opened = len(opened)
         await asyncio.sleep(3.0)
@@ -661,10 +282,6 @@ async def peak_search(server: Server, args: argparse.Namespace) -> Row:
 
 
 # -- report ----------------------------------------------------------------------------
-
-
-def mib(value: float) -> str:
-    return f"{value / 2**20:.1f} MiB"
 
 
 def row_line(r: Row) -> str:
@@ -748,18 +365,6 @@ def section(rows: list[Row], args: argparse.Namespace, command: str, started: da
             parts += [""] + [f"- {r.server}: " + "; ".join(r.steps) for r in rows if r.scenario == "peak"]
     parts.append(SECTION_END.format(args.section))
     return "\n".join(parts)
-
-
-def output_write(path: Path, text: str, name: str = "") -> None:
-    """Replace the section marked for ``name`` in ``path`` (or append one)."""
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    marks = SECTION_BEGIN.format(name), SECTION_END.format(name)
-    begin, end = old.find(marks[0]), old.find(marks[1])
-    if begin >= 0 and end > begin:
-        new = old[:begin] + text + old[end + len(marks[1]) :]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
 
 
 # -- main --------------------------------------------------------------------------------
@@ -858,16 +463,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
     print()
     print(text)
     if args.output:
-        output_write(args.output, text, args.section)
+        output_write(args.output, text, SECTION_BEGIN.format(args.section), SECTION_END.format(args.section))
         print(f"\nwrote {args.output}")
     if args.json:
         args.json.write_text(json.dumps([asdict(row) for row in rows], indent=1))
     return rows
-
-
-def git_commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
 
 
 if __name__ == "__main__":

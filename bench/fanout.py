@@ -21,547 +21,55 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import multiprocessing
 import os
-import platform
-import re
-import resource
 import shlex
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from streams.server.processes import process_stop  # noqa: E402  (needs the repository on the path)
+from bench.lib.processes import Child, Gateway, probe_main, producer_main  # noqa: E402
+from bench.lib.procstats import (  # noqa: E402
+    fd_limit_raise,
+    loadavg,
+    machine_description,
+    proc_cpu_seconds,
+    self_cpu_seconds,
+    system_busy_seconds,
+    tree_cpu_seconds,
+    tree_rss_bytes,
+)
+from bench.lib.report import git_commit, mib, number_list, output_write  # noqa: E402
+from bench.lib.sseload import SseClient, Stats, clients_open, http_get, metric_sum, percentile  # noqa: E402
 
 ROUTE_PATH = "/bench/fanout"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-# Latency histogram: 100 us buckets up to 60 s (anything later lands in the last one).
-BUCKET_NS = 100_000
-BUCKETS = 600_000
+
+
+def route_path(index: int) -> str:
+    """Every stream of this benchmark opens the same route."""
+    return ROUTE_PATH
+
+
 SECTION_BEGIN = "<!-- bench/fanout.py results: begin -->"
 SECTION_END = "<!-- bench/fanout.py results: end -->"
-DATA_FIND = re.compile(rb'data: \{"seq":(\d+),"ts":(\d+)').findall
 
 
 # -- process accounting ------------------------------------------------------------
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat", "rb") as handle:
-        text = handle.read()
-    fields = text[text.rindex(b")") + 2 :].split()
-    # fields[0] is the state (field 3); utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def proc_rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (``runstreams --workers N`` serves from child processes)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                text = handle.read()
-        except OSError:
-            continue
-        parent = int(text[text.rindex(b")") + 2 :].split()[1])
-        children.setdefault(parent, []).append(int(entry))
-    tree, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        tree.append(current)
-        todo.extend(children.get(current, []))
-    return tree
-
-
-def tree_cpu_seconds(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            total += proc_cpu_seconds(pid)
-    return total
-
-
-def tree_rss_bytes(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            total += proc_rss_bytes(pid)
-    return total
-
-
-def self_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def system_busy_seconds() -> float:
-    """CPU seconds spent busy by the whole machine (all cores), from /proc/stat."""
-    with open("/proc/stat") as handle:
-        values = [int(v) for v in handle.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = values[:8]
-    return (user + nice + system + irq + softirq + steal) / CLK_TCK
-
-
-def loadavg() -> str:
-    with open("/proc/loadavg") as handle:
-        return " ".join(handle.read().split()[:3])
-
-
-def fd_limit_raise(wanted: int) -> int:
-    """Raise the soft RLIMIT_NOFILE up to the hard limit; the gateway inherits it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, wanted)
-    if soft < target:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        soft = target
-    if soft < wanted:
-        raise SystemExit(f"RLIMIT_NOFILE is {soft} (hard {hard}); {wanted} descriptors are needed")
-    return soft
-
-
-def machine_description() -> str:
-    model = "unknown CPU"
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as handle:
-        for line in handle:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    mem = ""
-    with contextlib.suppress(OSError), open("/proc/meminfo") as handle:
-        for line in handle:
-            if line.startswith("MemTotal:"):
-                mem = f", {int(line.split()[1]) / 1024 / 1024:.1f} GiB RAM"
-                break
-    return f"{os.cpu_count()} cores ({model}){mem}, Linux {platform.release()}, Python {platform.python_version()}"
-
-
 # -- producer (own process) ----------------------------------------------------------
-
-
-def payload_make(seq: int, ts: int, size: int) -> bytes:
-    head = b'{"seq":%d,"ts":%d,"pad":"' % (seq, ts)
-    return head + b"x" * max(0, size - len(head) - 2) + b'"}'
-
-
-def producer_main(
-    conn: Any,
-    bootstrap: str,
-    topic: str,
-    partitions: int,
-    rate: float,
-    count: int,
-    size: int,
-    linger_ms: float,
-    keys: int = 0,
-) -> None:
-    """Publish ``count`` messages at ``rate``/s, round-robin over partitions, once told to go.
-
-    With ``keys``, message n has key ``k<n % keys>`` (bench/compare.py's key-filter scenario).
-    """
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "log_level": 0})
-    producer.list_topics(topic, timeout=10)
-    failed = 0
-
-    def delivered(error: Any, _message: Any) -> None:
-        nonlocal failed
-        if error is not None:
-            failed += 1
-
-    conn.send("ready")
-    if conn.recv() != "go":
-        return
-    cpu0 = self_cpu_seconds()
-    start = time.perf_counter()
-    behind = 0.0
-    for seq in range(count):
-        target = start + seq / rate
-        delay = target - time.perf_counter()
-        if delay > 0:
-            # Not producer.poll(delay): it rounds to whole milliseconds and spins below one.
-            time.sleep(delay)
-        behind = max(behind, -delay)
-        while True:
-            try:
-                producer.produce(
-                    topic,
-                    payload_make(seq, time.time_ns(), size),
-                    key=b"k%d" % (seq % keys) if keys else None,
-                    partition=seq % partitions,
-                    on_delivery=delivered,
-                )
-                break
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-    produced_in = time.perf_counter() - start
-    unflushed = producer.flush(30)
-    conn.send(
-        {
-            "seconds": produced_in,
-            "failed": failed + unflushed,
-            "cpu": self_cpu_seconds() - cpu0,
-            "max_behind": behind,
-        }
-    )
-
-
-def probe_main(conn: Any, bootstrap: str, topic: str, partitions: int, count: int) -> None:
-    """A bare Kafka consumer with the gateway's fetch settings: the latency of the broker path alone."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-probe-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 50,
-            "log_level": 0,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    latencies: list[int] = []
-    conn.send("ready")
-    cpu0 = self_cpu_seconds()
-    while len(latencies) < count and not conn.poll():
-        # One blocking wait, then whatever is queued: no batch timeout added to the latency.
-        messages = consumer.consume(1, 0.1)
-        if not messages:
-            continue
-        messages += consumer.consume(1000, 0)
-        now = time.time_ns()
-        for message in messages:
-            value = message.value()
-            if message.error() is None and value:
-                comma = value.index(b",")
-                latencies.append(now - int(value[comma + 6 : value.index(b",", comma + 6)]))
-    cpu = self_cpu_seconds() - cpu0
-    consumer.close()
-    latencies.sort()
-    pick = (
-        (lambda f: latencies[min(len(latencies) - 1, int(len(latencies) * f))] / 1e6) if latencies else (lambda f: 0.0)
-    )
-    conn.send({"count": len(latencies), "p50": pick(0.5), "p99": pick(0.99), "max": pick(1.0), "cpu": cpu})
 
 
 # -- load client ---------------------------------------------------------------------
 
 
-@dataclass
-class Stats:
-    """What every client of one scenario adds to (one object, so the hot path stays local)."""
-
-    hist: list[int] = field(default_factory=lambda: [0] * BUCKETS)
-    max_ns: int = 0
-    events: int = 0
-    last_ns: int = 0
-    measuring: bool = False
-    disconnects: int = 0
-    # Per produce-second of the run: [events, latency sum, latency max] (for --timeline).
-    per_second: list[list[int]] = field(default_factory=list)
-    seq_per_second: int = 1
-    timeline: bool = False
-    reads: int = 0
-
-
-class SseClient(asyncio.Protocol):
-    """One stream over HTTP/1.1: chunked decoding and just enough SSE to find ``seq`` and ``ts``."""
-
-    def __init__(self, request: bytes, stats: Stats, expected: int, ready_on_headers: bool = False) -> None:
-        loop = asyncio.get_running_loop()
-        # Peers that send nothing before the first event are ready once the response head arrived.
-        self.ready_on_headers = ready_on_headers
-        self.request = request
-        self.stats = stats
-        self.seen = bytearray(expected)
-        # Distinct events this client should get (fewer than ``expected`` when it filters).
-        self.want = expected
-        self.unique = 0
-        self.duplicates = 0
-        self.status = 0
-        self.head = b""
-        self.chunked = False
-        self.raw = b""
-        self.text = b""
-        self.ready: asyncio.Future[None] = loop.create_future()
-        self.done: asyncio.Future[None] = loop.create_future()
-        self.transport: asyncio.Transport | None = None
-        self.error: str | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        transport.write(self.request)  # type: ignore[attr-defined]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.stats.measuring:
-            self.stats.disconnects += 1
-        self._fail(f"connection lost: {exc}")
-        if not self.done.done():
-            self.done.set_result(None)
-
-    def _fail(self, reason: str) -> None:
-        if self.error is None:
-            self.error = reason
-        if not self.ready.done():
-            self.ready.set_exception(ConnectionError(reason))
-
-    def data_received(self, data: bytes) -> None:
-        now = time.time_ns()
-        self.stats.reads += 1
-        if not self.status:
-            head = self.head + data
-            end = head.find(b"\r\n\r\n")
-            if end < 0:
-                self.head = head
-                return
-            self.head = b""
-            self.status = int(head.split(b" ", 2)[1])
-            if self.status != 200:
-                self._fail(f"HTTP {self.status}: {head[:300]!r}")
-                assert self.transport is not None
-                self.transport.close()
-                return
-            self.chunked = b"transfer-encoding: chunked" in head[:end].lower()
-            data = head[end + 4 :]
-            if self.ready_on_headers and not self.ready.done():
-                self.ready.set_result(None)
-        if self.chunked:
-            data = self._dechunk(data)
-        if not data:
-            return
-        text = self.text + data if self.text else data
-        end = text.rfind(b"\n\n")
-        if end < 0:
-            self.text = text
-            return
-        self.text = text[end + 2 :]
-        if not self.ready.done():
-            self.ready.set_result(None)
-        # Complete events end before `end`; the data line of ours starts {"seq":N,"ts":T (see payload_make).
-        # One findall over them is ~3x cheaper than splitting into events and finding each data line.
-        found = DATA_FIND(text, 0, end)
-        if not found:
-            return  # the preamble, a checkpoint or a heartbeat
-        stats = self.stats
-        hist = stats.hist
-        seen = self.seen
-        per_second = stats.per_second if stats.timeline else None
-        per_slot = stats.seq_per_second
-        max_ns = stats.max_ns
-        unique = 0
-        for seq_text, ts_text in found:
-            seq = int(seq_text)
-            latency = now - int(ts_text)
-            if latency > max_ns:
-                max_ns = latency
-            bucket = latency // BUCKET_NS
-            if not 0 <= bucket < BUCKETS:  # a clock step; keep it out of the other end of the list
-                bucket = 0 if bucket < 0 else BUCKETS - 1
-            hist[bucket] += 1
-            if seen[seq]:
-                self.duplicates += 1
-            else:
-                seen[seq] = 1
-                unique += 1
-            if per_second is not None:
-                slot = per_second[seq // per_slot]
-                slot[0] += 1
-                slot[1] += latency
-                if latency > slot[2]:
-                    slot[2] = latency
-        stats.max_ns = max_ns
-        stats.events += len(found)
-        stats.last_ns = now
-        self.unique += unique
-        if self.unique >= self.want and not self.done.done():
-            self.done.set_result(None)
-
-    def _dechunk(self, data: bytes) -> bytes:
-        buf = self.raw + data if self.raw else data
-        out: list[bytes] = []
-        pos = 0
-        size_of = len(buf)
-        while True:
-            eol = buf.find(b"\r\n", pos)
-            if eol < 0:
-                break
-            size = int(buf[pos:eol].split(b";", 1)[0], 16)
-            start = eol + 2
-            stop = start + size
-            if stop + 2 > size_of:
-                break
-            pos = stop + 2
-            if size == 0:
-                break
-            out.append(buf[start:stop])
-        self.raw = buf[pos:]
-        return out[0] if len(out) == 1 else b"".join(out)
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.abort()
-
-
-async def clients_open(port: int, count: int, stats: Stats, expected: int, concurrency: int = 50) -> list[SseClient]:
-    """Open ``count`` streams, at most ``concurrency`` at a time, each until its start checkpoint arrived."""
-    loop = asyncio.get_running_loop()
-    request = (
-        f"GET {ROUTE_PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n"
-        "Cache-Control: no-cache\r\n\r\n"
-    ).encode()
-    gate = asyncio.Semaphore(concurrency)
-    clients: list[SseClient] = []
-
-    async def one() -> None:
-        async with gate:
-            _, client = await loop.create_connection(lambda: SseClient(request, stats, expected), "127.0.0.1", port)
-            clients.append(client)
-            await asyncio.wait_for(client.ready, timeout=30)
-
-    await asyncio.gather(*(one() for _ in range(count)))
-    return clients
-
-
-async def http_get(port: int, path: str) -> str:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
-    body = await asyncio.wait_for(reader.read(), timeout=10)
-    writer.close()
-    return body.decode("utf-8", "replace")
-
-
-def metric_sum(text: str, name: str) -> float:
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 # -- gateway -------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Gateway:
-    """``manage.py runstreams --port 0`` on the benchmark's database and broker; output to a log file."""
-
-    def __init__(
-        self, database_url: str, bootstrap: str, log_path: Path, workers: int = 1, server: str = "daphne"
-    ) -> None:
-        self.workers = workers
-        self.server = server
-        self.env = dict(os.environ)
-        self.env.update(
-            {
-                "DATABASE_URL": database_url,
-                "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-                "SLUICE_DEV": "1",
-                # Every load client is on loopback.
-                "SLUICE_MAX_STREAMS_PER_ADDRESS": "0",
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
-        self.env.pop("DJANGO_SETTINGS_MODULE", None)
-        self.log_path = log_path
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def manage(self, *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "manage.py"), *args],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"manage.py {args[0]} failed:\n{done.stdout}{done.stderr}")
-        return done.stdout
-
-    def command(self) -> list[str]:
-        if self.server == "uvicorn":
-            # The same ASGI application under uvicorn (uvloop, httptools), one process per worker.
-            self.port = free_port()
-            return [
-                *(sys.executable, "-m", "uvicorn", "project.asgi:application"),
-                *("--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)),
-                *("--loop", "uvloop", "--http", "httptools", "--no-access-log", "--log-level", "warning"),
-                *("--backlog", "4096", "--timeout-graceful-shutdown", "5"),
-            ]
-        return [
-            *(sys.executable, "-u", str(ROOT / "manage.py"), "runstreams"),
-            *("--port", "0", "--workers", str(self.workers)),
-        ]
-
-    def start(self, timeout: float = 60.0) -> None:
-        log = open(self.log_path, "wb")  # noqa: SIM115 - the child keeps writing to it
-        self.process = subprocess.Popen(
-            self.command(),
-            cwd=ROOT,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.server == "uvicorn":
-                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            else:
-                text = self.log_path.read_text("utf-8", "replace")
-                found = re.search(r"listening on http://[^/\s]+:(\d+)/", text)
-                if found:
-                    self.port = int(found.group(1))
-                    return
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("gateway did not start:\n" + self.log_path.read_text("utf-8", "replace"))
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def pids(self) -> list[int]:
-        """The serving processes: runstreams itself, plus its workers with ``--workers``."""
-        return process_tree(self.pid)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            process_stop(self.process, timeout=15)
-        self.process = None
 
 
 # -- one scenario --------------------------------------------------------------------
@@ -607,41 +115,6 @@ class Result:
     reads_per_client_s: float = 0.0
 
 
-def percentile(hist: list[int], total: int, fraction: float) -> float:
-    """The bucket's upper edge, in ms, at which ``fraction`` of the events are in."""
-    wanted = max(1, int(total * fraction + 0.999999))
-    seen = 0
-    for index, count in enumerate(hist):
-        seen += count
-        if seen >= wanted:
-            return (index + 1) * BUCKET_NS / 1e6
-    return float("nan")
-
-
-class Child:
-    """A helper process (producer or probe) and our end of its pipe."""
-
-    def __init__(self, target: Any, *args: Any) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=target, args=(child, *args), daemon=True)
-        self.process.start()
-
-    async def receive(self, seconds: float, what: str) -> Any:
-        deadline = time.monotonic() + seconds
-        while not self.conn.poll():
-            if time.monotonic() > deadline or (not self.process.is_alive() and not self.conn.poll()):
-                raise RuntimeError(f"{what}: no answer from the helper process")
-            await asyncio.sleep(0.02)
-        return self.conn.recv()
-
-    def stop(self) -> None:
-        self.process.join(timeout=5)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-
-
 async def scenario_run(
     gateway: Gateway, broker_pid: int, bootstrap: str, topic: str, clients: int, rate: float, args: argparse.Namespace
 ) -> Result:
@@ -662,13 +135,21 @@ async def scenario_run(
         # A first stream starts the topic's hub (with --workers, a few, to reach every worker's hub),
         # then the RSS baseline, then the rest.
         first = 1 if args.workers == 1 else min(clients, 8 * args.workers)
-        opened += await clients_open(gateway.port, first, stats, count)
+        opened += await clients_open(gateway.port, first, stats, count, path_of=route_path)
         await asyncio.sleep(1.0)
         rss_base = tree_rss_bytes(gateway.pids())
         connect0 = time.monotonic()
         if clients > first:
             opened += await asyncio.wait_for(
-                clients_open(gateway.port, clients - first, stats, count, args.connect_concurrency), timeout=120
+                clients_open(
+                    gateway.port,
+                    clients - first,
+                    stats,
+                    count,
+                    path_of=route_path,
+                    concurrency=args.connect_concurrency,
+                ),
+                timeout=120,
             )
         result.connect_seconds = time.monotonic() - connect0
         await asyncio.sleep(2.0)
@@ -759,10 +240,6 @@ async def scenario_run(
 
 
 # -- report --------------------------------------------------------------------------
-
-
-def mib(value: float) -> str:
-    return f"{value / 2**20:.1f} MiB"
 
 
 def table(results: list[Result]) -> str:
@@ -862,23 +339,7 @@ def section(results: list[Result], command: str, started: datetime, commit: str)
     )
 
 
-def output_write(path: Path, text: str, begin_mark: str = SECTION_BEGIN, end_mark: str = SECTION_END) -> None:
-    """Replace the section of ``path`` between the marks (or append one; create the file if needed)."""
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    begin, end = old.find(begin_mark), old.find(end_mark)
-    if begin >= 0 and end > begin:
-        new = old[:begin] + text + old[end + len(end_mark) :]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(new)
-
-
 # -- main ----------------------------------------------------------------------------
-
-
-def number_list(text: str, kind: type = int) -> list[Any]:
-    return [kind(part) for part in text.split(",") if part.strip()]
 
 
 def arguments() -> argparse.Namespace:
@@ -983,10 +444,7 @@ def main() -> None:
     print()
     print(details(results))
     if args.output:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-        output_write(args.output, section(results, command, started, commit or "unknown"))
+        output_write(args.output, section(results, command, started, git_commit()), SECTION_BEGIN, SECTION_END)
         print(f"\nwrote {args.output}")
 
 

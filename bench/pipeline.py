@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 
+from bench.lib.report import git_commit, output_write  # noqa: E402
 from pipeline.datasource import partition_ends  # noqa: E402
 from streams.server.broker import EmbeddedBroker, topic_ensure  # noqa: E402
 
@@ -244,10 +244,9 @@ def cold_run(spark: Any, bootstrap: str, count: int) -> Result:
 
 
 def report(results: list[Result], startup: float, command: str) -> str:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     lines = [
         MARK_BEGIN,
-        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit `{commit.stdout.strip()}`"
+        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit `{git_commit()}`"
         f" on {os.cpu_count()} cores, Linux {platform.release()}, Python {platform.python_version()};"
         f" SparkSession start-up (not in the times below): {startup:.1f} s.",
         "",
@@ -265,16 +264,6 @@ def report(results: list[Result], startup: float, command: str) -> str:
         )
     lines.append(MARK_END)
     return "\n".join(lines)
-
-
-def output_write(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else ""
-    if MARK_BEGIN in text and MARK_END in text:
-        before, rest = text.split(MARK_BEGIN, 1)
-        text = before + section + rest.split(MARK_END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
 
 
 def main() -> None:
@@ -335,7 +324,7 @@ def main() -> None:
     section = report(results, startup, command)
     print(section)
     if args.output:
-        output_write(args.output, section)
+        output_write(args.output, section, MARK_BEGIN, MARK_END)
 
 
 if __name__ == "__main__":

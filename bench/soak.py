@@ -32,7 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.fanout import Gateway, fd_limit_raise, loadavg, machine_description  # noqa: E402
+from bench.lib.processes import Gateway  # noqa: E402
+from bench.lib.procstats import fd_limit_raise, loadavg, machine_description  # noqa: E402
 
 ROUTE_PATH = "/soak/stream"
 CACHE_MAX_MESSAGES = 300

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 def peers_available() -> str | None:
     """None if the peers' virtualenv exists or can be made; else why not."""
     sys.path.insert(0, str(ROOT))
-    from bench.compare import peers_venv
+    from bench.lib.servers import peers_venv
 
     try:
         peers_venv()

@@ -1,0 +1,1 @@
+"""What the benchmarks share: process statistics, the SSE load client, process control, reports."""
