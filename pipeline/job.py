@@ -12,6 +12,7 @@ No Django import here either: :func:`pipeline.runner.pipeline_spec` turns the mo
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -82,13 +83,16 @@ def spark_session(
     master: str, app_name: str = "sluice-pipeline", *, driver_memory: str = "1g", log_level: str = "ERROR"
 ) -> SparkSession:
     """The SparkSession of this process (created on first use) with the Kafka data source registered."""
+    # Spark starts its Python workers (tasks, data source planning) from the JVM's environment, which
+    # the JVM takes from this process: they must run this interpreter and import this project's modules.
+    # Not configuration: plumbing for Spark's children, set before the JVM starts.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
     session = (
         SparkSession.builder.master(master)
         .appName(app_name)
-        # Spark's Python workers run this interpreter and import this project's modules.
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
-        .config("spark.executorEnv.PYTHONPATH", str(ROOT))
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
