@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ def test_admin_form_refuses_a_written_out_secret(admin_client_logged_in: Client)
         "name": "managed",
         "description": "",
         "bootstrap_servers": "b1.example.com:9093",
-        "properties": '{"security.protocol": "SASL_SSL", "sasl.password": "%s"}' % SECRET,
+        "properties": json.dumps({"security.protocol": "SASL_SSL", "sasl.password": SECRET}),
     }
     response = admin_client_logged_in.post("/admin/streams/cluster/add/", form)
     assert response.status_code == 200
@@ -109,7 +110,8 @@ topics:
 def test_config_file_refuses_a_written_out_secret_at_its_line(tmp_path: Path) -> None:
     config = tmp_path / "clusters.yaml"
     config.write_text(
-        f"clusters:\n  - name: managed\n    bootstrap_servers: b1:9093\n    properties:\n      sasl.password: {SECRET}\n",
+        "clusters:\n  - name: managed\n    bootstrap_servers: b1:9093\n"
+        f"    properties:\n      sasl.password: {SECRET}\n",
         encoding="utf-8",
     )
     error = applyconfig_refused(config)
