@@ -93,3 +93,22 @@ class ClusterSpec:
             key: value if not property_secret(key) or ENV_REFERENCE.fullmatch(value) else "***"
             for key, value in self.properties
         }
+
+
+# KAFKA_* variables that are not client properties: the bootstrap servers have their own setting.
+_NOT_PROPERTIES = frozenset({"KAFKA_BOOTSTRAP_SERVERS"})
+
+
+def environment_properties(environ: Mapping[str, str], prefix: str = "KAFKA_") -> dict[str, str]:
+    """The client properties ``KAFKA_<NAME>`` variables give, each as a reference to its variable.
+
+    ``KAFKA_SECURITY_PROTOCOL=SSL`` is ``security.protocol``, as in the common Kafka
+    container images: the name lower-cased, ``_`` turned into ``.``. The values stay
+    ``${env.KAFKA_...}`` references, read when Sluice connects, so no setting ever
+    holds a secret.
+    """
+    return {
+        name[len(prefix) :].lower().replace("_", "."): f"${{env.{name}}}"
+        for name in sorted(environ)
+        if name.startswith(prefix) and name not in _NOT_PROPERTIES and len(name) > len(prefix)
+    }

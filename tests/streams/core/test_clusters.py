@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from streams.core.clusters import ClusterError, ClusterSpec, property_problem, property_secret
+from streams.core.clusters import (
+    ClusterError,
+    ClusterSpec,
+    environment_properties,
+    property_problem,
+    property_secret,
+)
 
 
 @pytest.mark.parametrize(
@@ -57,3 +63,24 @@ def test_references_are_read_at_connect_time_and_a_missing_one_is_named_not_show
     )
     assert spec.redacted()["sasl.password"] == "${env.KAFKA_PASSWORD}"
     assert ClusterSpec.of("x", "k:1", {"sasl.password": "written-out"}).redacted()["sasl.password"] == "***"
+
+
+def test_kafka_variables_are_librdkafka_properties_by_reference() -> None:
+    environ = {
+        "KAFKA_BOOTSTRAP_SERVERS": "b1:9093",
+        "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+        "KAFKA_SASL_PASSWORD": "s3cret",
+        "KAFKA_SSL_CA_LOCATION": "/etc/kafka/ca.pem",
+        "PATH": "/usr/bin",
+    }
+    properties = environment_properties(environ)
+    assert properties == {
+        "sasl.mechanism": "${env.KAFKA_SASL_MECHANISM}",
+        "sasl.password": "${env.KAFKA_SASL_PASSWORD}",
+        "security.protocol": "${env.KAFKA_SECURITY_PROTOCOL}",
+        "ssl.ca.location": "${env.KAFKA_SSL_CA_LOCATION}",
+    }
+    spec = ClusterSpec.of("default", "${env.KAFKA_BOOTSTRAP_SERVERS}", properties)
+    assert spec.client_config(environ)["sasl.password"] == "s3cret"
+    assert "s3cret" not in repr(spec)
