@@ -4,7 +4,27 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from streams.models import Route, RouteFilter, Schema, Topic
+from streams.models import Cluster, Route, RouteFilter, Schema, Topic
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    """Secret properties are stored as ``${env.NAME}`` references only, so this page never shows a secret."""
+
+    list_display = ["name", "description", "bootstrap_servers", "security", "updated"]
+    search_fields = ["name", "description", "bootstrap_servers"]
+    readonly_fields = ["created", "updated"]
+    fieldsets = [
+        (None, {"fields": ["name", "description", "bootstrap_servers", "properties"]}),
+        ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
+    ]
+
+    @admin.display(description="security")
+    def security(self, cluster: Cluster) -> str:
+        properties = cluster.properties or {}
+        protocol = str(properties.get("security.protocol", "PLAINTEXT"))
+        mechanism = properties.get("sasl.mechanism") or properties.get("sasl.mechanisms")
+        return f"{protocol} {mechanism}" if mechanism else protocol
 
 
 @admin.register(Schema)
@@ -22,11 +42,20 @@ class SchemaAdmin(admin.ModelAdmin):
 
 @admin.register(Topic)
 class TopicAdmin(admin.ModelAdmin):
-    list_display = ["name", "description", "cache_max_messages", "cache_max_bytes", "cache_max_age_seconds", "updated"]
+    list_display = [
+        "name",
+        "description",
+        "cluster",
+        "cache_max_messages",
+        "cache_max_bytes",
+        "cache_max_age_seconds",
+        "updated",
+    ]
+    list_filter = ["cluster"]
     search_fields = ["name", "description"]
     readonly_fields = ["created", "updated"]
     fieldsets = [
-        (None, {"fields": ["name", "description", "schema"]}),
+        (None, {"fields": ["name", "description", "cluster", "schema"]}),
         ("Cache", {"fields": ["cache_max_messages", "cache_max_bytes", "cache_max_age_seconds"]}),
         ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
     ]

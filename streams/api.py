@@ -1,4 +1,4 @@
-"""REST endpoints for schemas, topics and routes (with their filters); writes go through ``services``."""
+"""REST endpoints for clusters, schemas, topics and routes (with their filters); writes go through ``services``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,19 @@ from rest_framework.routers import DefaultRouter
 from common.api import ConfigViewSet, ServiceSerializer
 from guards.models import Guard
 from streams import services
-from streams.models import Route, RouteFilter, Schema, Topic
+from streams.models import Cluster, Route, RouteFilter, Schema, Topic
+
+
+class ClusterSerializer(ServiceSerializer):
+    """Secret properties are ``${env.NAME}`` references (a value written out is refused), so none is returned."""
+
+    class Meta:
+        model = Cluster
+        fields = ["name", "description", "bootstrap_servers", "properties", "created", "updated"]
+        read_only_fields = ["created", "updated"]
+
+    def upsert(self, fields: dict[str, Any]) -> Cluster:
+        return services.cluster_upsert(**fields)
 
 
 class SchemaSerializer(ServiceSerializer):
@@ -27,6 +39,9 @@ class TopicSerializer(ServiceSerializer):
     schema = serializers.SlugRelatedField(
         slug_field="name", queryset=Schema.objects.all(), allow_null=True, required=False
     )
+    cluster = serializers.SlugRelatedField(
+        slug_field="name", queryset=Cluster.objects.all(), allow_null=True, required=False
+    )
 
     class Meta:
         model = Topic
@@ -34,6 +49,7 @@ class TopicSerializer(ServiceSerializer):
             "name",
             "description",
             "schema",
+            "cluster",
             "cache_max_messages",
             "cache_max_bytes",
             "cache_max_age_seconds",
@@ -101,6 +117,18 @@ class RouteSerializer(ServiceSerializer):
         )
 
 
+class ClusterViewSet(ConfigViewSet):
+    """Kafka clusters: bootstrap servers and librdkafka properties (TLS, SASL); secrets only as ${env.NAME}."""
+
+    queryset = Cluster.objects.all()
+    serializer_class = ClusterSerializer
+    lookup_field = "name"
+    lookup_value_regex = r"[A-Za-z0-9._-]+"
+
+    def instance_delete(self, instance: Cluster) -> None:
+        services.cluster_delete(cluster=instance)
+
+
 class SchemaViewSet(ConfigViewSet):
     """Message schemas (SPEC 5): inline JSON Schema, or a subject in a schema registry."""
 
@@ -115,7 +143,7 @@ class SchemaViewSet(ConfigViewSet):
 class TopicViewSet(ConfigViewSet):
     """Kafka topics Sluice serves: cache bounds and schema."""
 
-    queryset = Topic.objects.select_related("schema")
+    queryset = Topic.objects.select_related("schema", "cluster")
     serializer_class = TopicSerializer
     lookup_field = "name"
     lookup_value_regex = r"[A-Za-z0-9._-]+"
@@ -135,6 +163,7 @@ class RouteViewSet(ConfigViewSet):
 
 
 def api_register(router: DefaultRouter) -> None:
+    router.register("clusters", ClusterViewSet)
     router.register("schemas", SchemaViewSet)
     router.register("topics", TopicViewSet)
     router.register("routes", RouteViewSet)

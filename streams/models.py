@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from streams.core.clusters import DEFAULT_CLUSTER, ClusterSpec, property_problem
 from streams.core.patterns import PatternError, pattern_compile
 from streams.core.reserved import ReservedEndpoints
 from streams.core.templating import TemplateError, template_compile
@@ -109,6 +110,64 @@ class Schema(models.Model):
             raise ValidationError({"json_schema": "A JSON Schema is an object (or true/false)."})
 
 
+def validate_cluster_properties(value: object) -> None:
+    """librdkafka properties: a mapping of dotted names to strings or numbers, secrets only by reference."""
+    if not isinstance(value, dict):
+        raise ValidationError('Give a mapping, e.g. {"security.protocol": "SASL_SSL"}.', code="properties")
+    problems = [problem for name, item in value.items() if (problem := property_problem(name, item))]
+    if problems:
+        raise ValidationError(problems, code="properties")
+
+
+class Cluster(models.Model):
+    """A Kafka cluster topics live on: bootstrap servers and client properties (TLS, SASL, ...).
+
+    Secret values are written as ``${env.NAME}`` and read from the environment when
+    Sluice connects; a row never holds a secret itself. Topics without a cluster use
+    the one the environment describes (``KAFKA_BOOTSTRAP_SERVERS`` and ``KAFKA_*``).
+    """
+
+    name = models.CharField(
+        max_length=100,
+        unique=True,
+        validators=[RegexValidator(r"^[A-Za-z0-9._-]+$")],
+        help_text=f"How topics name it ({DEFAULT_CLUSTER!r} is the cluster of the environment).",
+    )
+    description = models.CharField(max_length=200, blank=True)
+    bootstrap_servers = models.CharField(
+        max_length=500,
+        validators=[_no_control],
+        help_text="host:port[,host:port...]; ${env.NAME} is read from the environment when Sluice connects.",
+    )
+    properties = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_cluster_properties],
+        help_text=(
+            'librdkafka properties, e.g. {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", '
+            '"sasl.username": "sluice", "sasl.password": "${env.KAFKA_PASSWORD}"}. Secrets only as ${env.NAME}.'
+        ),
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        if self.name == DEFAULT_CLUSTER:
+            raise ValidationError(
+                {"name": f"{DEFAULT_CLUSTER!r} is the cluster of the environment (KAFKA_BOOTSTRAP_SERVERS, KAFKA_*)."}
+            )
+
+    def spec(self) -> ClusterSpec:
+        return ClusterSpec.of(self.name, self.bootstrap_servers, self.properties or {})
+
+
 class Topic(models.Model):
     """A Kafka topic Sluice serves, with the bounds of its in-memory cache (SPEC 2.5)."""
 
@@ -130,6 +189,14 @@ class Topic(models.Model):
         on_delete=models.PROTECT,
         related_name="topics",
         help_text="Values that do not validate are skipped and counted.",
+    )
+    cluster = models.ForeignKey(
+        Cluster,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="topics",
+        help_text="Blank: the cluster of the environment (KAFKA_BOOTSTRAP_SERVERS), or the embedded broker.",
     )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)

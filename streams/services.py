@@ -8,7 +8,7 @@ from django.db import transaction
 
 from common.upsert import model_upsert
 from guards.models import Guard
-from streams.models import Route, RouteFilter, Schema, Topic
+from streams.models import Cluster, Route, RouteFilter, Schema, Topic
 
 
 @transaction.atomic
@@ -18,8 +18,19 @@ def schema_upsert(*, name: str, **fields: Any) -> Schema:
 
 
 @transaction.atomic
+def cluster_upsert(*, name: str, **fields: Any) -> Cluster:
+    """Create or update the cluster called ``name`` (validated like the admin form: secrets only by reference)."""
+    return model_upsert(Cluster, {"name": name}, fields)
+
+
+@transaction.atomic
 def topic_upsert(*, name: str, **fields: Any) -> Topic:
-    """Create or update the topic called ``name`` (validated like the admin form)."""
+    """Create or update the topic called ``name`` (validated like the admin form).
+
+    ``cluster`` may be a :class:`Cluster`, its name (``Cluster.DoesNotExist`` if there is none) or None.
+    """
+    if isinstance(fields.get("cluster"), str):
+        fields["cluster"] = Cluster.objects.get(name=fields["cluster"])
     return model_upsert(Topic, {"name": name}, fields)
 
 
@@ -45,6 +56,12 @@ def route_upsert(*, path: str, filters: list[dict[str, Any]] | None = None, **fi
 def schema_delete(*, schema: Schema) -> None:
     """Delete ``schema`` (``ProtectedError`` while a topic or route names it)."""
     schema.delete()
+
+
+@transaction.atomic
+def cluster_delete(*, cluster: Cluster) -> None:
+    """Delete ``cluster`` (``ProtectedError`` while a topic names it)."""
+    cluster.delete()
 
 
 @transaction.atomic

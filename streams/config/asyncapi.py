@@ -23,7 +23,8 @@ from streams.core.templating import TemplateError, template_compile
 from streams.models import Route, Topic
 
 ASYNCAPI_VERSION = "3.0.0"
-SECRET_FIELDS = ("secret",)  # never published: the document is public
+# Never published, the document is public: guard secrets, and which cluster (internal addresses) a topic is on.
+PRIVATE_FIELDS = ("secret", "cluster")
 
 DELETE_MESSAGE = {
     "name": "delete",
@@ -188,11 +189,11 @@ def route_params(path: str) -> list[str]:
 
 
 def config_items() -> dict[str, list[dict[str, Any]]]:
-    """Guards (without secrets), schemas and topics as configuration items, for the import."""
+    """Guards (without secrets), schemas and topics (without their cluster) as configuration items, for the import."""
     out: dict[str, list[dict[str, Any]]] = {}
     for section in (SECTIONS[name] for name in ("guards", "schemas", "topics") if name in SECTIONS):
         items = [section.export(form) for form in section.rows().values()]
-        items = [{k: v for k, v in item.items() if k not in SECRET_FIELDS} for item in items]
+        items = [{k: v for k, v in item.items() if k not in PRIVATE_FIELDS} for item in items]
         if items:
             out[section.name] = items
     return out

@@ -10,8 +10,27 @@ from django.core.exceptions import ValidationError
 from common.config.document import ConfigError, ConfigProblem, DocPath, Document
 from common.config.section import FieldSpec, ModelSection, section_register
 from guards.models import Guard
-from streams.models import Route, RouteFilter, Schema, Topic
-from streams.services import route_upsert, schema_upsert, topic_upsert
+from streams.models import Cluster, Route, RouteFilter, Schema, Topic
+from streams.services import cluster_upsert, route_upsert, schema_upsert, topic_upsert
+
+
+class ClusterSection(ModelSection):
+    """Kafka clusters; secret properties are ``${env.NAME}`` references, exported as written."""
+
+    name = "clusters"
+    label = "cluster"
+    key = "name"
+    order = 15
+    model = Cluster
+    fields = (
+        FieldSpec("name", "name", (str,)),
+        FieldSpec("description", "description", (str,)),
+        FieldSpec("bootstrap_servers", "bootstrap_servers", (str,)),
+        FieldSpec("properties", "properties", (dict,)),
+    )
+
+    def upsert(self, key: str, values: dict[str, Any]) -> None:
+        cluster_upsert(name=key, **values)
 
 
 class SchemaSection(ModelSection):
@@ -43,6 +62,7 @@ class TopicSection(ModelSection):
         FieldSpec("name", "name", (str,)),
         FieldSpec("description", "description", (str,)),
         FieldSpec("schema", "schema", (str, NoneType), ref=Schema),
+        FieldSpec("cluster", "cluster", (str, NoneType), ref=Cluster),
         FieldSpec("cache.max_messages", "cache_max_messages", (int,)),
         FieldSpec("cache.max_bytes", "cache_max_bytes", (int,)),
         FieldSpec("cache.max_age_seconds", "cache_max_age_seconds", (int,)),
@@ -146,5 +166,5 @@ class RouteSection(ModelSection):
 
 def sections_register() -> None:
     """Make this app's sections part of configuration files (called from the app's ``ready``)."""
-    for section in (SchemaSection(), TopicSection(), RouteSection()):
+    for section in (ClusterSection(), SchemaSection(), TopicSection(), RouteSection()):
         section_register(section)

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from common.config.document import ConfigError, DocPath, Document, Translation, path_text
+from streams.core.clusters import ENV_REFERENCE
 from streams.core.patterns import PatternError, pattern_compile
 
 EVENT_ID_FORMS = {"${etag}": "etag", '["${base64(key)}","${etag}"]': "key"}
@@ -30,8 +31,9 @@ _SKIP_REASONS = {
     ("filesystem", "server"): "Sluice does not serve files",
     ("kafka", "cache_client"): "Sluice keeps its own per-topic cache (topics: cache)",
     ("kafka", "cache_server"): "Sluice keeps its own per-topic cache; bootstrap topics are imported as topics",
-    ("kafka", "client"): "the Kafka connection comes from KAFKA_BOOTSTRAP_SERVERS",
-    ("tcp", "client"): "connections to Kafka come from KAFKA_BOOTSTRAP_SERVERS",
+    ("kafka", "client"): "no servers: the Kafka connection comes from KAFKA_BOOTSTRAP_SERVERS",
+    ("tcp", "client"): "connections to Kafka: the cluster's bootstrap servers",
+    ("tls", "client"): "TLS to Kafka: the cluster's security.protocol (and ssl.* properties for a private CA)",
 }
 _TOP_LEVEL_SKIP = {
     "vaults": "TLS keys and certificates: runstreams --tls-cert/--tls-key",
@@ -102,6 +104,7 @@ def zilla_translate(source: Document) -> Translation:
         out["guards"] = guards
     routes: list[dict[str, Any]] = []
     topics: list[dict[str, Any]] = []
+    clusters: list[dict[str, Any]] = []
     used: set[str] = set()
     for name, binding in graph.bindings.items():
         kind = graph.kind(name)
@@ -112,7 +115,10 @@ def zilla_translate(source: Document) -> Translation:
             elif kind == ("sse", "server"):
                 routes += _proxy_routes(translation, graph, name, binding, len(routes), used)
             elif kind == ("kafka", "cache_server"):
-                topics += _bootstrap_topics(translation, name, binding, len(topics))
+                topics += _bootstrap_topics(translation, graph, name, binding, len(topics))
+            elif kind == ("kafka", "client") and (binding.get("options") or {}).get("servers"):
+                clusters.append(_kafka_cluster(translation, graph, name, binding, len(clusters)))
+                used.add(name)
         except ConfigError as exc:
             problems += exc.problems
     for name in graph.bindings:
@@ -124,6 +130,8 @@ def zilla_translate(source: Document) -> Translation:
         translation.skip(("bindings", name), _SKIP_REASONS.get(kind, f"{kind[0]} {kind[1]}: no Sluice equivalent"))
     if problems:
         raise ConfigError(problems)
+    if clusters:
+        out["clusters"] = clusters
     if topics:
         out["topics"] = topics
     if routes:
@@ -488,10 +496,71 @@ def _upstream_origin(graph: ZillaGraph, sse_client: str, used: set[str]) -> str 
     return f"{scheme}://{host}:{port}"
 
 
-def _bootstrap_topics(translation: Translation, name: str, binding: dict[str, Any], start: int) -> list[dict[str, Any]]:
+def _bootstrap_topics(
+    translation: Translation, graph: ZillaGraph, name: str, binding: dict[str, Any], start: int
+) -> list[dict[str, Any]]:
+    """The cache server's bootstrap topics, on the cluster of the kafka client it leads to (if that has servers)."""
     out: list[dict[str, Any]] = []
+    cluster = next(
+        (
+            client
+            for client, other in graph.bindings.items()
+            if graph.kind(client) == ("kafka", "client")
+            and (other.get("options") or {}).get("servers")
+            and graph.leads_to(name, client)
+        ),
+        None,
+    )
     for index, topic in enumerate((binding.get("options") or {}).get("bootstrap") or []):
         here: DocPath = ("topics", start + len(out))
         translation.origin(here, ("bindings", name, "options", "bootstrap", index))
-        out.append({"name": str(topic)})
+        out.append({"name": str(topic), "cluster": cluster} if cluster else {"name": str(topic)})
     return out
+
+
+_ZILLA_ENV = re.compile(r"\$\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_SASL_MECHANISMS = {"plain": "PLAIN", "scram-sha-256": "SCRAM-SHA-256", "scram-sha-512": "SCRAM-SHA-512"}
+
+
+def _kafka_cluster(
+    translation: Translation, graph: ZillaGraph, name: str, binding: dict[str, Any], start: int
+) -> dict[str, Any]:
+    """A ``kafka`` client binding as a cluster: its servers, SASL options, and TLS if a tls client follows."""
+    at: DocPath = ("bindings", name)
+    options = binding.get("options") or {}
+    here: DocPath = ("clusters", start)
+    translation.origin(here, at)
+    translation.origin((*here, "bootstrap_servers"), (*at, "options", "servers"))
+    properties: dict[str, str] = {}
+    tls = any(graph.kind(str(exit_)) == ("tls", "client") for exit_ in _exits(binding))
+    sasl = options.get("sasl")
+    if isinstance(sasl, dict):
+        mechanism = str(sasl.get("mechanism", "")).lower()
+        if mechanism in _SASL_MECHANISMS:
+            properties["sasl.mechanism"] = _SASL_MECHANISMS[mechanism]
+            properties["sasl.username"] = _zilla_env(str(sasl.get("username", "")))
+            password = _zilla_env(str(sasl.get("password", "")))
+            if not ENV_REFERENCE.fullmatch(password):
+                variable = re.sub(r"[^A-Z0-9]+", "_", name.upper()) + "_SASL_PASSWORD"
+                translation.skip(
+                    (*at, "options", "sasl", "password"),
+                    f"a password written out is not imported: set {variable} in Sluice's environment",
+                )
+                password = f"${{env.{variable}}}"
+            properties["sasl.password"] = password
+        else:
+            translation.skip((*at, "options", "sasl", "mechanism"), f"SASL mechanism {mechanism!r} is not supported")
+        properties["security.protocol"] = "SASL_SSL" if tls else "SASL_PLAINTEXT"
+    elif tls:
+        properties["security.protocol"] = "SSL"
+    servers = options.get("servers") or []
+    item: dict[str, Any] = {"name": name, "bootstrap_servers": ",".join(str(server) for server in servers)}
+    if properties:
+        item["properties"] = properties
+        translation.origin((*here, "properties"), (*at, "options"))
+    return item
+
+
+def _zilla_env(value: str) -> str:
+    """Zilla's ``${{env.NAME}}`` is Sluice's ``${env.NAME}``."""
+    return _ZILLA_ENV.sub(lambda m: f"${{env.{m.group(1)}}}", value)

@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 
 from streams.models import Route
-from streams.services import route_upsert, topic_upsert
+from streams.services import cluster_upsert, route_upsert, topic_upsert
 from tests.streams.test_admin import route_form
 from tests.support.config_commands import FIXTURES, applyconfig, applyconfig_refused
 from tests.support.sse_client import EventParser
@@ -96,6 +96,8 @@ async def test_zilla_example_serves_events_and_leaves_sluices_endpoints_alone(
 ) -> None:
     report = await sync_to_async(applyconfig)(KAFKA_EXAMPLE)
     assert "created route /events" in report
+    # The example's kafka client points at kafka:29092; here the cluster is the test broker.
+    await sync_to_async(cluster_upsert)(name="south_kafka_client", bootstrap_servers=kafka.bootstrap)
     assert "skipped bindings.north_http_server.routes[0].when[0].headers.:authority" in report
     other = kafka.topic(prefix="other")
     kafka.topic_named("events")

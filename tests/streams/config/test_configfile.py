@@ -264,7 +264,7 @@ def test_empty_file_is_nothing_to_do(db: None, tmp_yaml: Any) -> None:
 
 
 def test_unknown_section(db: None, tmp_yaml: Any) -> None:
-    known = r"\(known: guards, pipelines, routes, "
+    known = r"\(known: clusters, guards, pipelines, routes, "
     with pytest.raises(CommandError, match=r"config.yaml:1:1: sinks: unknown section " + known):
         applyconfig(tmp_yaml("sinks: []\n"))
 

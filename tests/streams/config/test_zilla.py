@@ -34,7 +34,9 @@ def test_sse_kafka_example_translation() -> None:
     translation = translate(KAFKA_EXAMPLE)
 
     assert translation.document.data == {
-        "topics": [{"name": "events"}],
+        # The kafka client binding's servers: a cluster, which the cache server's bootstrap topics live on.
+        "clusters": [{"name": "south_kafka_client", "bootstrap_servers": "kafka:29092"}],
+        "topics": [{"name": "events", "cluster": "south_kafka_client"}],
         "routes": [
             {
                 # The http server sends only :path /events on to the sse server: /{topic} serves that alone.
@@ -57,14 +59,13 @@ def test_sse_kafka_example_translation() -> None:
         "bindings.east_filesystem_server",
         "bindings.north_kafka_cache_client",
         "bindings.south_kafka_cache_server",
-        "bindings.south_kafka_client",
         "bindings.south_tcp_client",
         "bindings.north_http_server.routes[0].when[0].headers.:scheme",
         "bindings.north_http_server.routes[0].when[0].headers.:authority",
         "bindings.north_http_server.routes[0].when[1].headers.:scheme",
         "bindings.north_http_server.routes[0].when[1].headers.:authority",
     }
-    assert "KAFKA_BOOTSTRAP_SERVERS" in skipped["bindings.south_kafka_client"]
+    assert "bootstrap servers" in skipped["bindings.south_tcp_client"]
 
 
 def test_sse_proxy_jwt_example_translation() -> None:
@@ -140,10 +141,14 @@ def test_proxy_example_applies_with_its_guard(db: None) -> None:
 
 def test_kafka_example_applies_twice_unchanged(db: None) -> None:
     first = applyconfig(KAFKA_EXAMPLE)
-    assert first.splitlines()[:2] == ["created topic events", "created route /events"]
+    assert first.splitlines()[:3] == [
+        "created cluster south_kafka_client",
+        "created topic events",
+        "created route /events",
+    ]
     before = rows()
-    assert "0 created, 0 updated, 2 unchanged" in applyconfig(KAFKA_EXAMPLE, "--check")
-    assert "0 created, 0 updated, 2 unchanged" in applyconfig(KAFKA_EXAMPLE)
+    assert "0 created, 0 updated, 3 unchanged" in applyconfig(KAFKA_EXAMPLE, "--check")
+    assert "0 created, 0 updated, 3 unchanged" in applyconfig(KAFKA_EXAMPLE)
     assert rows() == before
     assert Topic.objects.get(name="events").cache_max_messages == 10_000
 
@@ -198,6 +203,71 @@ def test_http_path_and_method_conditions_carry_over() -> None:
     skipped = dict(translation.skipped)
     assert "POST is not served" in skipped["bindings.http_server.routes[0].when[2].headers.:method"]
     assert "/a/b does not reach" in skipped["bindings.http_server.routes[0].when[3].headers.:path"]
+
+
+def test_kafka_client_with_sasl_and_tls_becomes_a_cluster() -> None:
+    bindings = """\
+  cache_server:
+    type: kafka
+    kind: cache_server
+    options:
+      bootstrap: [orders]
+    exit: kafka_client
+  kafka_client:
+    type: kafka
+    kind: client
+    options:
+      servers: [b1.example.com:9096, b2.example.com:9096]
+      sasl:
+        mechanism: scram-sha-512
+        username: sluice
+        password: ${{env.KAFKA_PASSWORD}}
+    exit: tls_client
+  tls_client:
+    type: tls
+    kind: client
+    exit: tcp_client
+  tcp_client:
+    type: tcp
+    kind: client
+  plain_client:
+    type: kafka
+    kind: client
+    options:
+      servers: [k:9092]
+      sasl:
+        mechanism: plain
+        username: u
+        password: written-out
+"""
+    translation = zilla_translate(document_load(_zilla(bindings), "z.yaml"))
+    data = translation.document.data
+    assert data["clusters"] == [
+        {
+            "name": "kafka_client",
+            "bootstrap_servers": "b1.example.com:9096,b2.example.com:9096",
+            "properties": {
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "sluice",
+                "sasl.password": "${env.KAFKA_PASSWORD}",
+                "security.protocol": "SASL_SSL",
+            },
+        },
+        {
+            "name": "plain_client",
+            "bootstrap_servers": "k:9092",
+            "properties": {
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "u",
+                "sasl.password": "${env.PLAIN_CLIENT_SASL_PASSWORD}",
+                "security.protocol": "SASL_PLAINTEXT",
+            },
+        },
+    ]
+    assert data["topics"] == [{"name": "orders", "cluster": "kafka_client"}]
+    skipped = dict(translation.skipped)
+    assert "set PLAIN_CLIENT_SASL_PASSWORD" in skipped["bindings.plain_client.options.sasl.password"]
+    assert "written-out" not in str(translation.skipped)
 
 
 def _zilla(bindings: str, guards: str = "") -> str:
