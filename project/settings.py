@@ -15,6 +15,8 @@ from typing import Any
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from streams.core.clusters import environment_properties
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env(
@@ -154,6 +156,7 @@ _SLUICE_ENVIRONMENT = {
     "ROUTE_CACHE_SECONDS": ("SLUICE_ROUTE_CACHE_SECONDS", float),
     "FETCH_LINGER_MS": ("SLUICE_FETCH_LINGER_MS", float),
     "HUB_IDLE_SECONDS": ("SLUICE_HUB_IDLE_SECONDS", float),
+    "METADATA_REFRESH_SECONDS": ("SLUICE_METADATA_REFRESH_SECONDS", float),
     "BACKLOG_READERS": ("SLUICE_BACKLOG_READERS", int),
     "MAX_STREAMS_PER_ADDRESS": ("SLUICE_MAX_STREAMS_PER_ADDRESS", int),
     "SHUTDOWN_SECONDS": ("SLUICE_SHUTDOWN_SECONDS", float),
@@ -170,6 +173,9 @@ SLUICE: dict[str, Any] = {
     for name, (variable, kind) in _SLUICE_ENVIRONMENT.items()
     if variable in os.environ
 }
+# Every other KAFKA_<NAME> variable is the librdkafka property <name> of the default cluster, kept as a
+# ${env.KAFKA_<NAME>} reference: the value is read when a client connects, so no setting holds a secret.
+SLUICE["KAFKA_PROPERTIES"] = environment_properties(os.environ)
 # The development token issuer is on with DEBUG unless set explicitly.
 SLUICE["DEV_ISSUER"] = env.bool("SLUICE_DEV_ISSUER", default=DEBUG)
 

@@ -28,6 +28,7 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("viewer/", views.viewer, name="viewer"),
     path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("metrics", views.metrics, name="metrics"),
     path("asyncapi.json", views.asyncapi, name="asyncapi"),

@@ -6,7 +6,7 @@ Values come from ``settings.SLUICE`` (filled from the environment by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from common.conf import app_settings
 
@@ -15,6 +15,8 @@ from common.conf import app_settings
 class StreamsSettings:
     # Kafka bootstrap servers; empty means `runstreams` starts the embedded broker.
     KAFKA_BOOTSTRAP_SERVERS: str = ""
+    # librdkafka properties of the default cluster, from KAFKA_<NAME> variables (as ${env.KAFKA_<NAME>} references).
+    KAFKA_PROPERTIES: dict[str, str] = field(default_factory=dict)
     # Seconds a new stream waits for topic metadata before answering 503.
     KAFKA_TIMEOUT: float = 5.0
     # Seconds the route table is reused before it is read again from the database.
@@ -22,6 +24,8 @@ class StreamsSettings:
     # After the first new record, how long the topic fetcher waits for more to batch
     # (bounds the latency it adds; larger batches mean fewer writes per client).
     FETCH_LINGER_MS: float = 5.0
+    # How often each topic is asked whether it gained partitions (new ones are read from their start).
+    METADATA_REFRESH_SECONDS: float = 30.0
     # A topic with no open stream for this long releases its consumer and cache.
     HUB_IDLE_SECONDS: float = 300.0
     # Concurrent catch-up reads from Kafka (resumes older than the cache) per worker.

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Generic, TypeVar
 
@@ -23,6 +23,7 @@ from channels.db import database_sync_to_async
 from guards.models import Guard
 from guards.policy import GuardPolicy, PolicyError
 from streams.conf import streams_settings
+from streams.core.clusters import ClusterSpec
 from streams.core.patterns import PatternError, pattern_compile
 from streams.core.routes import FilterSpec, RouteSpec, RouteTable
 from streams.core.schemas import (
@@ -156,7 +157,7 @@ class Refreshed(Generic[T]):
 
 _table: Refreshed[RouteTable] = Refreshed(database_sync_to_async(route_table_build))
 # Per topic name; names can come from path parameters, so the number kept is bounded.
-_topics: LRUCache[str, Refreshed[tuple[CacheLimits, SchemaCheck | None]]] = LRUCache(maxsize=1024)
+_topics: LRUCache[str, Refreshed[TopicSettings]] = LRUCache(maxsize=1024)
 
 
 async def route_table_reload() -> RouteTable:
@@ -176,7 +177,7 @@ def route_table_invalidate() -> None:
     _topics.clear()  # a read under way lands in an entry no longer kept
 
 
-async def topic_settings_async(name: str) -> tuple[CacheLimits, SchemaCheck | None]:
+async def topic_settings_async(name: str) -> TopicSettings:
     """``topic_settings``, cached like the route table."""
     cached = _topics.get(name)
     if cached is None:
@@ -184,17 +185,30 @@ async def topic_settings_async(name: str) -> tuple[CacheLimits, SchemaCheck | No
     return await cached.get()
 
 
-def topic_settings(name: str) -> tuple[CacheLimits, SchemaCheck | None]:
-    """Cache bounds and compiled schema for ``name``: its Topic row, or the defaults (no schema) if it has none."""
-    topic = Topic.objects.filter(name=name).select_related("schema").first()
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    """What a hub needs of a topic's configuration: cache bounds, compiled schema, cluster (None: the default)."""
+
+    limits: CacheLimits = field(default_factory=CacheLimits)
+    schema: SchemaCheck | None = None
+    cluster: ClusterSpec | None = None
+
+
+def topic_settings(name: str) -> TopicSettings:
+    """The settings of ``name``: its Topic row's, or the defaults (no schema, the default cluster) if it has none."""
+    topic = Topic.objects.filter(name=name).select_related("schema", "cluster").first()
     if topic is None:
-        return CacheLimits(), None
+        return TopicSettings()
     limits = CacheLimits(
         max_messages=topic.cache_max_messages,
         max_bytes=topic.cache_max_bytes,
         max_age_seconds=float(topic.cache_max_age_seconds),
     )
-    return limits, schema_check(topic.schema) if topic.schema is not None else None
+    return TopicSettings(
+        limits,
+        schema_check(topic.schema) if topic.schema is not None else None,
+        topic.cluster.spec() if topic.cluster is not None else None,
+    )
 
 
 _topic_settings_read = database_sync_to_async(topic_settings)

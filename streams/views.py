@@ -13,6 +13,7 @@ from streams.edge.runtime import process_hubs_if_started
 from streams.models import Route
 from streams.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from streams.ops.metrics import metrics_text
+from streams.ops.readiness import readiness
 from streams.selectors import route_listing
 
 
@@ -42,6 +43,12 @@ def viewer(request: HttpRequest) -> HttpResponse:
             "dev_issuer": guards_settings.DEV_ISSUER,
         },
     )
+
+
+async def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: every Kafka cluster, the database and the channel layer answer (503 naming the one that does not)."""
+    answer = await readiness()
+    return JsonResponse(answer, status=200 if answer["status"] == "ok" else 503)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -54,8 +54,19 @@ class MethodNotAllowed(StreamError):
 
 
 class KafkaNotAvailable(StreamError):
+    """Kafka did not answer; ``cause`` says why when librdkafka told (tls, authentication, unreachable)."""
+
     status = 503
     code = "kafka_unavailable"
+
+    def __init__(
+        self, detail: str, *, cause: str | None = None, headers: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
+        super().__init__(detail, headers=headers)
+        self.cause = cause
+
+    def fields(self) -> dict[str, object]:
+        return {"cause": self.cause} if self.cause is not None else {}
 
 
 class MissingCredentials(StreamError):

@@ -12,6 +12,7 @@ import time
 
 from guards.verification import Principal
 from streams.core.asgi import Receive, Send
+from streams.core.clusters import ClusterError
 from streams.core.errors import (
     InvalidLastEventId,
     InvalidParameter,
@@ -153,14 +154,16 @@ async def stream_prepare(
     except TemplateError as exc:
         raise InvalidParameter(str(exc)) from exc
     try:
-        limits, schema = await topic_settings_async(topic)
-        hub = await process_hubs().hub(topic, limits, schema)
+        settings = await topic_settings_async(topic)
+        hub = await process_hubs().hub(topic, settings.limits, settings.schema, settings.cluster)
         plan = await hub.plan(last=last, initial=route.initial, since_ms=since_ms)
     except TopicNotFound as exc:
         raise UnknownTopic(f"topic {topic!r} does not exist") from exc
     except KafkaUnavailable as exc:
-        logger.warning("stream on %s refused: kafka unavailable (%s)", topic, exc)
-        raise KafkaNotAvailable("Kafka did not answer in time", headers=[(b"retry-after", b"5")]) from exc
+        # The cause is logged once per cluster and cause (streams.fanout.diagnosis), not per request.
+        raise KafkaNotAvailable(str(exc), cause=exc.cause, headers=[(b"retry-after", b"5")]) from exc
+    except ClusterError as exc:
+        raise KafkaNotAvailable(str(exc), cause="configuration") from exc
     except PositionError as exc:
         raise InvalidLastEventId(str(exc)) from exc
     return HubStream(route, request, hub, plan, filters, started), principal

@@ -4,42 +4,29 @@ from __future__ import annotations
 
 from channels.layers import get_channel_layer
 
+from streams.clusters import cluster_access, default_cluster
 from streams.conf import streams_settings
 from streams.edge.reauthorization import Deadlines, ReauthorizationBus
 from streams.edge.reconfiguration import ConfigBus, OpenStreams
 from streams.fanout.hubs import Hubs
-from streams.fanout.kafka import KafkaAccess
 from streams.proxy.upstream import Upstreams
 
 _hubs: Hubs | None = None
-_bootstrap: str | None = None
-
-
-def kafka_bootstrap_use(bootstrap: str) -> None:
-    """Serve from ``bootstrap`` (the embedded broker ``runstreams`` started), not ``KAFKA_BOOTSTRAP_SERVERS``."""
-    global _bootstrap
-    _bootstrap = bootstrap
-
-
-def kafka_bootstrap() -> str:
-    """The Kafka this process serves: the embedded broker's, else ``KAFKA_BOOTSTRAP_SERVERS``."""
-    return _bootstrap or streams_settings.KAFKA_BOOTSTRAP_SERVERS
 
 
 def process_hubs() -> Hubs:
     """This process's :class:`Hubs` (one Kafka consumer per topic lives in it)."""
     global _hubs
     if _hubs is None:
-        bootstrap = kafka_bootstrap()
-        if not bootstrap:
+        default = default_cluster()
+        if not default.bootstrap:
             raise RuntimeError("KAFKA_BOOTSTRAP_SERVERS is not set (runstreams starts a broker when it is empty)")
-        access = KafkaAccess(
-            bootstrap,
-            timeout=streams_settings.KAFKA_TIMEOUT,
-            backlog_readers=streams_settings.BACKLOG_READERS,
-            fetch_linger_seconds=streams_settings.FETCH_LINGER_MS / 1000,
+        _hubs = Hubs(
+            cluster_access(default),
+            idle_seconds=streams_settings.HUB_IDLE_SECONDS,
+            access_make=cluster_access,
+            metadata_seconds=streams_settings.METADATA_REFRESH_SECONDS,
         )
-        _hubs = Hubs(access, idle_seconds=streams_settings.HUB_IDLE_SECONDS)
     return _hubs
 
 

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from streams.core.ids import EventId, progress_encode
 from streams.core.records import Record
 from streams.core.sse import HEARTBEAT, checkpoint_frame, preamble
-from streams.fanout.cache import CacheLimits, TopicCache
+from streams.fanout.cache import CacheLimits, PartitionCache, TopicCache
 from streams.fanout.catchup import CatchUp
 from streams.fanout.counts import RouteTally
 from streams.fanout.ingest import batch_fan_out
-from streams.fanout.kafka import KafkaAccess, KafkaUnavailable, LiveFetcher, PartitionEnd
+from streams.fanout.kafka import KafkaAccess, LiveFetcher, PartitionEnd
 from streams.fanout.liveset import LiveSet
 from streams.fanout.planning import StartPlan, StartPlanner
 from streams.fanout.subscriber import Subscriber
@@ -61,6 +61,10 @@ class TopicHub:
         self.demotions = 0
         self.invalid = 0
         self.schema_invalid = 0
+        # Resumes whose id named offsets past the log's end (started at the end), and records
+        # resumes could not have because retention removed them (started at the log's start).
+        self.clamped_past_end = 0
+        self.gap_records = 0
         # Catch-ups that read the cache / Kafka (a catch-up counts once per source it used).
         self.catch_ups_cache = 0
         self.catch_ups_kafka = 0
@@ -96,7 +100,19 @@ class TopicHub:
             await asyncio.wait_for(self.ready.wait(), timeout=self.access.timeout)
         except TimeoutError as exc:
             self.stop()
-            raise KafkaUnavailable(f"topic {self.topic} did not answer within {self.access.timeout}s") from exc
+            raise self.access.unavailable(f"topic {self.topic} did not answer within {self.access.timeout}s") from exc
+
+    def partitions_add(self, lows: dict[int, int]) -> None:
+        """Partitions added to the topic: read them from their start; ids carry them from now on."""
+        for p, low in lows.items():
+            self.partitions.append(p)
+            self.next[p] = low
+            self.cache.partitions[p] = PartitionCache(p, low)
+        self.partitions.sort()
+        self.progress_cache = None
+        if self._fetcher is not None:
+            self._fetcher.partitions_add(lows)
+        logger.info("topic %s grew to %d partitions: reading %s too", self.topic, len(self.partitions), sorted(lows))
 
     def stop(self) -> None:
         for sub in [*self.live, *self.catching_up]:

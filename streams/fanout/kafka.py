@@ -19,12 +19,17 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from streams.core.records import Record
+from streams.fanout.diagnosis import ClusterDiagnosis
 
 logger = logging.getLogger("sluice.kafka")
 
 
 class KafkaUnavailable(Exception):
-    """No answer from Kafka within the configured timeout."""
+    """No answer from Kafka within the configured timeout; ``cause`` is why, when librdkafka said (see diagnosis)."""
+
+    def __init__(self, detail: str, cause: str | None = None) -> None:
+        super().__init__(detail)
+        self.cause = cause
 
 
 class TopicNotFound(Exception):
@@ -47,10 +52,10 @@ class PartitionEnd:
     offset: int
 
 
-def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    """Settings shared by every consumer Sluice makes: no group, no commits."""
+def consumer_config(client: dict[str, Any] | str, **extra: Any) -> dict[str, Any]:
+    """Settings shared by every consumer Sluice makes: the cluster's (``client``), no group, no commits."""
+    cluster = {"bootstrap.servers": client} if isinstance(client, str) else client
     config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
         # librdkafka wants a group id even for assign(); it is never joined.
         "group.id": f"sluice-{uuid.uuid4().hex}",
         "enable.auto.commit": False,
@@ -59,19 +64,35 @@ def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "enable.partition.eof": True,
         "fetch.wait.max.ms": 50,
         "socket.keepalive.enable": True,
+        # Records of aborted transactions are never delivered (librdkafka's default, stated).
+        "isolation.level": "read_committed",
         "log_level": 3,
     }
+    config.update(cluster)
     config.update(extra)
     return config
 
 
 class KafkaAccess:
-    """Metadata and offset look-ups for one cluster, on a small thread pool."""
+    """Metadata and offset look-ups for one cluster, on a small thread pool.
+
+    ``client`` is the cluster's librdkafka settings (bootstrap servers, TLS, SASL, with
+    secrets already resolved), given to every consumer made for it; ``diagnosis``
+    hears their errors and says why the cluster does not answer.
+    """
 
     def __init__(
-        self, bootstrap: str, timeout: float, backlog_readers: int = 4, fetch_linger_seconds: float = 0.005
+        self,
+        client: dict[str, Any] | str,
+        timeout: float,
+        backlog_readers: int = 4,
+        fetch_linger_seconds: float = 0.005,
+        diagnosis: ClusterDiagnosis | None = None,
     ) -> None:
-        self.bootstrap = bootstrap
+        self.client = {"bootstrap.servers": client} if isinstance(client, str) else dict(client)
+        self.diagnosis = diagnosis
+        if diagnosis is not None:
+            self.client.update(diagnosis.client_settings())
         self.timeout = timeout
         self.fetch_linger_seconds = fetch_linger_seconds
         self.executor = ThreadPoolExecutor(max_workers=2 + backlog_readers, thread_name_prefix="sluice-kafka")
@@ -82,15 +103,36 @@ class KafkaAccess:
     def _lookup_consumer(self) -> Consumer:
         with self._lookup_lock:
             if self._lookup is None:
-                self._lookup = Consumer(consumer_config(self.bootstrap))
+                self._lookup = Consumer(consumer_config(self.client))
             return self._lookup
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self.client["bootstrap.servers"])
+
+    def unavailable(self, detail: str) -> KafkaUnavailable:
+        """A :class:`KafkaUnavailable` with the cause librdkafka reported meanwhile, if it did; else ``detail``."""
+        diagnosis = self.diagnosis
+        if diagnosis is None:
+            return KafkaUnavailable(detail)
+        with self._lookup_lock:
+            if self._lookup is not None:
+                self._lookup.poll(0)  # serve the errors and log lines it queued (they name the cause)
+        if diagnosis.cause is None:
+            return KafkaUnavailable(f"Kafka cluster {diagnosis.cluster}: {detail}")
+        return KafkaUnavailable(diagnosis.explain(), diagnosis.cause)
+
+    def answered(self) -> None:
+        if self.diagnosis is not None:
+            self.diagnosis.answered()
 
     def partitions(self, topic: str) -> list[int]:
         """Partition ids of ``topic``; raises :class:`TopicNotFound` or :class:`KafkaUnavailable`."""
         try:
             metadata = self._lookup_consumer().list_topics(topic, timeout=self.timeout)
         except KafkaException as exc:
-            raise KafkaUnavailable(str(exc)) from exc
+            raise self.unavailable(str(exc)) from exc
+        self.answered()
         described = metadata.topics.get(topic)
         if described is None or (
             described.error is not None
@@ -107,6 +149,14 @@ class KafkaAccess:
             raise TopicNotFound(topic)
         return sorted(described.partitions)
 
+    def ping(self, timeout: float) -> None:
+        """Ask the cluster for its metadata (readiness); :class:`KafkaUnavailable` with the cause if it cannot."""
+        try:
+            self._lookup_consumer().list_topics(timeout=timeout)
+        except KafkaException as exc:
+            raise self.unavailable(str(exc)) from exc
+        self.answered()
+
     def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
         """``{partition: (low, high)}`` straight from the brokers."""
         consumer = self._lookup_consumer()
@@ -118,7 +168,7 @@ class KafkaAccess:
                 )
                 out[partition] = (low, high)
         except KafkaException as exc:
-            raise KafkaUnavailable(str(exc)) from exc
+            raise self.unavailable(str(exc)) from exc
         return out
 
     def offsets_for_time(self, topic: str, partitions: Iterable[int], timestamp_ms: int) -> dict[int, int]:
@@ -132,7 +182,7 @@ class KafkaAccess:
         try:
             found = consumer.offsets_for_times(wanted, timeout=self.timeout)
         except KafkaException as exc:
-            raise KafkaUnavailable(str(exc)) from exc
+            raise self.unavailable(str(exc)) from exc
         return {tp.partition: tp.offset for tp in found}
 
     def close(self) -> None:
@@ -159,7 +209,7 @@ class LiveFetcher:
         batch_size: int = 2000,
     ) -> None:
         self.topic = topic
-        self._consumer = Consumer(consumer_config(access.bootstrap, **{"queued.max.messages.kbytes": 32768}))
+        self._consumer = Consumer(consumer_config(access.client, **{"queued.max.messages.kbytes": 32768}))
         self._consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
         self._deliver = deliver
         self._batch_size = batch_size
@@ -167,11 +217,19 @@ class LiveFetcher:
         # High watermark per partition as last seen by the fetch (replaced whole, read by any thread).
         self.high_watermarks: dict[int, int] = {}
         self._linger = access.fetch_linger_seconds
+        # Partitions added to the topic while it is read, to assign on the fetch thread.
+        self._added: list[TopicPartition] = []
+        self._added_lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"sluice-fetch-{topic}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def partitions_add(self, starts: dict[int, int]) -> None:
+        """Read these new partitions too, from these offsets (assigned by the fetch thread, between polls)."""
+        with self._added_lock:
+            self._added += [TopicPartition(self.topic, p, o) for p, o in starts.items()]
 
     def stop(self) -> None:
         self._stopping.set()
@@ -202,6 +260,11 @@ class LiveFetcher:
                 if now - noted >= _WATERMARKS_SECONDS:
                     noted = now
                     self._watermarks_note(consumer)
+                if self._added:
+                    with self._added_lock:
+                        added, self._added = self._added, []
+                    consumer.incremental_assign(added)
+                    self._partitions = sorted({*self._partitions, *(tp.partition for tp in added)})
                 # Wait for the first record only, then take what arrives within the
                 # linger: a record waits at most that long for company, and a busy
                 # topic still gets large batches (one write per client per batch).
@@ -255,7 +318,7 @@ class BacklogReader:
                 # has none (going forward, the filter below drops them).
                 self.close()
             if self._consumer is None:
-                self._consumer = Consumer(consumer_config(self._access.bootstrap))
+                self._consumer = Consumer(consumer_config(self._access.client))
             self._consumer.assign(
                 [TopicPartition(self.topic, p, o if o >= 0 else OFFSET_BEGINNING) for p, o in positions.items()]
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,8 @@ from streams.core.ids import EventId
 
 if TYPE_CHECKING:
     from streams.fanout.hub import TopicHub
+
+logger = logging.getLogger("sluice.hub")
 
 INITIAL_EARLIEST = "earliest"
 INITIAL_SNAPSHOT = "snapshot"
@@ -46,9 +49,22 @@ class StartPlanner:
                     f"last event id names partition {unknown[0]}, but topic {hub.topic} has {len(parts)}"
                 )
             positions = dict(last.progress)
+            if any(offset > hub.next[p] for p, offset in positions.items()):
+                await self._clamp_past_end(positions)
             if len(positions) < len(parts) or any(positions[p] < hub.cache[p].start for p in positions):
                 lows = await self.lows()
                 for p in parts:
+                    if p in positions and positions[p] < lows[p]:
+                        # Retention removed what the id names next: start at what is left, and say so.
+                        hub.gap_records += lows[p] - positions[p]
+                        logger.warning(
+                            "resume on %s partition %d: offset %d is gone (the log starts at %d): %d records skipped",
+                            hub.topic,
+                            p,
+                            positions[p],
+                            lows[p],
+                            lows[p] - positions[p],
+                        )
                     positions[p] = max(positions.get(p, lows[p]), lows[p])
             return StartPlan(positions)
         if since_ms is not None:
@@ -56,6 +72,29 @@ class StartPlanner:
         if initial in (INITIAL_EARLIEST, INITIAL_SNAPSHOT):
             return StartPlan(await self.lows(), snapshot=initial == INITIAL_SNAPSHOT)
         return StartPlan(dict(hub.next))
+
+    async def _clamp_past_end(self, positions: dict[int, int]) -> None:
+        """Offsets past the log's end (a recreated topic, a restored cluster) start at the end.
+
+        An id a little ahead of this hub can be real (another instance read further):
+        only offsets past the end Kafka reports are impossible. The start checkpoint
+        then tells the truth, and everything produced afterwards is delivered.
+        """
+        hub = self.hub
+        marks = await hub.blocking(hub.access.watermarks, hub.topic, hub.partitions)
+        for p, offset in positions.items():
+            # Some brokers report the last batch's base + 1 as the high watermark: the hub's position may be further.
+            end = max(marks[p][1], hub.next[p])
+            if offset > end:
+                hub.clamped_past_end += 1
+                logger.warning(
+                    "resume on %s partition %d: offset %d is past the end of the log (%d): starting at the end",
+                    hub.topic,
+                    p,
+                    offset,
+                    end,
+                )
+                positions[p] = end
 
     async def lows(self) -> dict[int, int]:
         """The first retained offset of each partition (the low watermarks)."""

@@ -56,6 +56,16 @@ _TOPIC_SERIES: dict[str, tuple[str, str, Callable[[TopicHub], float]]] = {
         "Catch-ups that read Kafka (older than the cache).",
         lambda h: h.catch_ups_kafka,
     ),
+    "sluice_resumes_past_end_total": (
+        "counter",
+        "Resumes naming offsets past the end of the log (topic recreated, cluster restored): started at the end.",
+        lambda h: h.clamped_past_end,
+    ),
+    "sluice_resume_gap_records_total": (
+        "counter",
+        "Records resumes could not have: retention removed them before the stream came back.",
+        lambda h: h.gap_records,
+    ),
     "sluice_invalid_records_total": ("counter", "Records not sent: not UTF-8 text.", lambda h: h.invalid),
     "sluice_schema_rejected_total": (
         "counter",

@@ -45,7 +45,8 @@ class Command(BaseCommand):
         parser.add_argument("--verbosity-daphne", type=int, default=1, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from streams.edge.runtime import kafka_bootstrap_use, process_hubs_stop
+        from streams.clusters import kafka_bootstrap_use
+        from streams.edge.runtime import process_hubs_stop
         from streams.server.gateway import ServeError, ServeOptions, TLSFiles, gateway_serve, gateway_supervise
 
         tls_asked = bool(options["tls_cert"] or options["self_signed"])

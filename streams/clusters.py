@@ -1,0 +1,66 @@
+"""The Kafka clusters this process reaches: the environment's (the default), and the ones configured.
+
+The default cluster is ``KAFKA_BOOTSTRAP_SERVERS`` with the client properties of
+every other ``KAFKA_*`` variable (or the embedded broker ``runstreams`` started).
+Other clusters are :class:`~streams.models.Cluster` rows, named by their topics.
+Secret values are ``${env.NAME}`` references in both, and :func:`cluster_client`
+is the one place they are read from the environment: when a client is made.
+"""
+
+from __future__ import annotations
+
+import os
+
+from streams.conf import streams_settings
+from streams.core.clusters import DEFAULT_CLUSTER, ClusterSpec
+from streams.fanout.diagnosis import ClusterDiagnosis
+from streams.fanout.kafka import KafkaAccess
+from streams.models import Cluster, Topic
+
+_bootstrap: str | None = None
+
+
+def kafka_bootstrap_use(bootstrap: str) -> None:
+    """Serve from ``bootstrap`` (the embedded broker ``runstreams`` started), not ``KAFKA_BOOTSTRAP_SERVERS``."""
+    global _bootstrap
+    _bootstrap = bootstrap
+
+
+def kafka_bootstrap() -> str:
+    """The default cluster's bootstrap servers: the embedded broker's, else ``KAFKA_BOOTSTRAP_SERVERS``."""
+    return _bootstrap or streams_settings.KAFKA_BOOTSTRAP_SERVERS
+
+
+def default_cluster() -> ClusterSpec:
+    """The cluster of topics that name none: the environment's."""
+    properties = {} if _bootstrap else streams_settings.KAFKA_PROPERTIES
+    return ClusterSpec.of(DEFAULT_CLUSTER, kafka_bootstrap(), properties)
+
+
+def cluster_client(cluster: ClusterSpec) -> dict[str, str]:
+    """The cluster's librdkafka settings with ``${env.NAME}`` resolved now (``ClusterError`` names a missing one)."""
+    return cluster.client_config(os.environ)
+
+
+def cluster_access(cluster: ClusterSpec) -> KafkaAccess:
+    """Look-ups, fetches and catch-up reads for ``cluster``, with a diagnosis of its failures."""
+    client = cluster_client(cluster)
+    tls = "SSL" in str(client.get("security.protocol", "")).upper()
+    return KafkaAccess(
+        client,
+        timeout=streams_settings.KAFKA_TIMEOUT,
+        backlog_readers=streams_settings.BACKLOG_READERS,
+        fetch_linger_seconds=streams_settings.FETCH_LINGER_MS / 1000,
+        diagnosis=ClusterDiagnosis(cluster.name, tls_configured=tls),
+    )
+
+
+def topic_cluster(topic: str) -> ClusterSpec:
+    """The cluster ``topic`` lives on (its row's, else the default one)."""
+    row = Topic.objects.filter(name=topic).select_related("cluster").first()
+    return row.cluster.spec() if row is not None and row.cluster is not None else default_cluster()
+
+
+def clusters_configured() -> list[ClusterSpec]:
+    """The default cluster and every configured one."""
+    return [default_cluster(), *(cluster.spec() for cluster in Cluster.objects.order_by("name"))]

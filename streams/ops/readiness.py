@@ -1,0 +1,93 @@
+"""``/readyz``: whether this worker can serve streams now, dependency by dependency.
+
+Each configured Kafka cluster (the environment's and every ``Cluster`` row), the
+database and the channel layer are asked with a short timeout; a cluster that does
+not answer says why (``tls``, ``authentication``, ``unreachable``). Answers are
+reused for a second, so a busy probe costs the dependencies little. ``/healthz``
+stays the liveness check: it never asks anyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.db import connection
+
+from streams.clusters import cluster_access, clusters_configured
+from streams.core.clusters import DEFAULT_CLUSTER, ClusterError, ClusterSpec
+from streams.edge.runtime import process_hubs_if_started
+from streams.fanout.kafka import KafkaAccess, KafkaUnavailable
+
+PROBE_SECONDS = 3.0
+REUSE_SECONDS = 1.0
+
+_answer: tuple[float, dict[str, Any]] | None = None
+# Accesses made for probing clusters no hub reads yet (kept: a new one per probe would leak threads).
+_probes: dict[ClusterSpec, KafkaAccess] = {}
+
+
+async def readiness() -> dict[str, Any]:
+    """``{"status": "ok"|"unavailable", "checks": {...}}``, asked at most once a second."""
+    global _answer
+    if _answer is not None and time.monotonic() - _answer[0] < REUSE_SECONDS:
+        return _answer[1]
+    clusters = await database_sync_to_async(clusters_configured)() if await _database_ok() else []
+    checks: dict[str, Any] = {"database": {"status": "ok"} if clusters else {"status": "down"}}
+    checks["channel_layer"] = await _channel_layer()
+    for cluster, state in zip(clusters, await asyncio.gather(*(_cluster(c) for c in clusters)), strict=True):
+        checks[f"kafka:{cluster.name}"] = state
+    ready = all(check["status"] == "ok" for check in checks.values())
+    answer = {"status": "ok" if ready else "unavailable", "checks": checks}
+    _answer = (time.monotonic(), answer)
+    return answer
+
+
+async def _database_ok() -> bool:
+    def ask() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+
+    try:
+        await asyncio.wait_for(database_sync_to_async(ask)(), PROBE_SECONDS)
+    except Exception:
+        return False
+    return True
+
+
+async def _channel_layer() -> dict[str, Any]:
+    """A message sent to ourselves and received back (with Redis, a round trip through it)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return {"status": "ok", "detail": "no channel layer configured"}
+    try:
+        channel = await layer.new_channel()
+        await asyncio.wait_for(layer.send(channel, {"type": "sluice.readyz"}), PROBE_SECONDS)
+        await asyncio.wait_for(layer.receive(channel), PROBE_SECONDS)
+    except Exception as exc:
+        return {"status": "down", "detail": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"status": "ok"}
+
+
+async def _cluster(cluster: ClusterSpec) -> dict[str, Any]:
+    try:
+        access = _access(cluster)
+        await asyncio.get_running_loop().run_in_executor(access.executor, access.ping, PROBE_SECONDS)
+    except KafkaUnavailable as exc:
+        return {"status": "down", "cause": exc.cause or "unreachable", "detail": str(exc)}
+    except ClusterError as exc:
+        return {"status": "down", "cause": "configuration", "detail": str(exc)}
+    return {"status": "ok"}
+
+
+def _access(cluster: ClusterSpec) -> KafkaAccess:
+    hubs = process_hubs_if_started()
+    if hubs is not None:
+        return hubs.cluster_access(None if cluster.name == DEFAULT_CLUSTER else cluster)
+    found = _probes.get(cluster)
+    if found is None:
+        found = _probes[cluster] = cluster_access(cluster)
+    return found
