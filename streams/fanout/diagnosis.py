@@ -61,7 +61,8 @@ class ClusterDiagnosis:
 
     def client_settings(self) -> dict[str, Any]:
         """The callbacks to add to a client's configuration (``error_cb`` and ``logger``)."""
-        return {"error_cb": self.on_error, "logger": _LibrdkafkaLog(self)}
+        # Info level: a broker resetting the connection (a TLS listener) is only logged there.
+        return {"error_cb": self.on_error, "logger": _LibrdkafkaLog(self), "log_level": 6}
 
     def on_error(self, error: Any) -> None:
         """librdkafka's error callback (called on the thread that polls the client)."""
@@ -106,5 +107,5 @@ class _LibrdkafkaLog:
         self.diagnosis = diagnosis
 
     def log(self, level: int, msg: str, *args: Any, **kwargs: Any) -> None:
-        if level >= logging.WARNING:
+        if level >= logging.INFO:
             self.diagnosis.on_log(msg % args if args else msg)

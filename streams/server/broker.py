@@ -27,6 +27,8 @@ class EmbeddedBroker:
 
     host: str = "127.0.0.1"
     port: int = 0
+    # host:port clients are told to connect to, when something (TLS, a proxy) stands in front of it.
+    advertised: str = ""
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -46,7 +48,7 @@ class EmbeddedBroker:
                 "--listener-url",
                 url,
                 "--advertised-listener-url",
-                url,
+                f"tcp://{self.advertised}" if self.advertised else url,
                 "--storage-engine",
                 "memory://tansu/",
             ],

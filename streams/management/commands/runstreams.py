@@ -64,7 +64,8 @@ class Command(BaseCommand):
         if workers > 1 and tls_asked:
             raise CommandError("--workers above 1 serves plain HTTP only; terminate TLS in front, or use one worker")
         with self.kafka(options["kafka_bootstrap"]) as bootstrap:
-            kafka_bootstrap_use(bootstrap)
+            if bootstrap != streams_settings.KAFKA_BOOTSTRAP_SERVERS:
+                kafka_bootstrap_use(bootstrap)  # the embedded broker (ours, or our supervisor's)
             running = self.before_serving(bootstrap, options)
             try:
                 tls = None

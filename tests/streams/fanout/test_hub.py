@@ -271,3 +271,32 @@ def test_filter_set_keys() -> None:
     assert FilterSet().keys is None
     assert FilterSet((MessageFilter(key=b"a"), MessageFilter(headers=(("h", b"1"),)))).keys is None
     assert FilterSet((MessageFilter(key=b"a"), MessageFilter(key=b"b"))).keys == frozenset({b"a", b"b"})
+
+
+class GrowingAccess:
+    """A cluster whose topic gains two partitions (the embedded broker cannot add partitions)."""
+
+    executor = None
+    timeout = 1.0
+
+    def partitions(self, topic: str) -> list[int]:
+        return [0, 1, 2]
+
+    def watermarks(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        return dict.fromkeys(partitions, (0, 0))
+
+
+async def test_partitions_added_to_a_topic_are_read_and_carried_in_ids() -> None:
+    hub = make_hub(partitions=1)
+    hub.access = GrowingAccess()  # type: ignore[assignment]
+    sink = FakeSink()
+    hub.subscribe(Subscriber(sink), StartPlan(dict(hub.next)), 0)
+    hubs = Hubs(access=hub.access, idle_seconds=10)  # type: ignore[arg-type]
+    hubs._hubs["topic"] = hub
+    await hubs.partitions_check()
+    assert hub.partitions == [0, 1, 2]
+    assert hub.next == {0: 0, 1: 0, 2: 0}
+    feed(hub, rec(2, 0, value=b"on the new partition"))
+    [event] = [e for e in sink.events() if e.has_data]
+    assert event.data == "on the new partition"
+    assert progress_decode(event.id) == {0: 0, 1: 0, 2: 1}
