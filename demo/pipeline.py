@@ -80,8 +80,10 @@ class _Fixture:
 class DemoRawProducer:
     """A background thread publishing raw match reports (about 1 in 25 broken) a few times a second."""
 
-    def __init__(self, bootstrap: str, topic: str = DEMO_RAW_TOPIC, interval: float = 0.4, seed: int | None = None):
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
+    def __init__(
+        self, client: dict[str, str], topic: str = DEMO_RAW_TOPIC, interval: float = 0.4, seed: int | None = None
+    ):
+        self._producer = Producer({**client, "linger.ms": 5, "log_level": 0})
         self._topic = topic
         self._interval = interval
         self._random = random.Random(seed)
@@ -135,7 +137,7 @@ class DemoRawProducer:
 
 
 def demo_pipeline_setup(
-    bootstrap: str,
+    client: str | dict[str, str],
     *,
     start_producer: bool = True,
     raw_topic: str = DEMO_RAW_TOPIC,
@@ -146,17 +148,17 @@ def demo_pipeline_setup(
 ) -> tuple[Pipeline, DemoRawProducer]:
     """Create the demo's raw topic, its producer and the pipeline that shapes it into ``demo.scores``.
 
-    ``bootstrap`` is the Kafka to use (e.g. the embedded broker ``runstreams`` started). Needs the
+    ``client`` is the Kafka to use: bootstrap servers, or a cluster's settings. Needs the
     database (migrated). Creates the raw, sink and dead-letter topics (3 partitions) if missing,
     creates or updates the Pipeline row ``demo-scores`` (inline schema, :data:`DEMO_SQL`, key
     ``match``, header ``league``), and returns it with a :class:`DemoRawProducer` that is already
     publishing unless ``start_producer`` is false; call its ``stop()`` on exit. The Spark job is not
     started here: run ``manage.py runpipeline demo-scores`` (a separate process, with
-    ``KAFKA_BOOTSTRAP_SERVERS`` set to ``bootstrap``). Unlike ``demo.scores`` the pipeline sends
+    the Kafka settings of ``client`` in its environment). Unlike ``demo.scores`` the pipeline sends
     no tombstones: records it writes always have a value.
     """
     for topic in (raw_topic, sink_topic, dead_letter_topic):
-        topic_ensure(bootstrap, topic, DEMO_PARTITIONS)
+        topic_ensure(client, topic, DEMO_PARTITIONS)
     pipeline = pipeline_upsert(
         name=name,
         description="Demo: raw match reports shaped into live scores",
@@ -173,7 +175,7 @@ def demo_pipeline_setup(
         trigger_seconds=2,
         checkpoint_location=checkpoint_location,
     )
-    producer = DemoRawProducer(bootstrap, raw_topic)
+    producer = DemoRawProducer({"bootstrap.servers": client} if isinstance(client, str) else client, raw_topic)
     if start_producer:
         producer.start()
     return pipeline, producer

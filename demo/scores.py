@@ -36,8 +36,9 @@ class _Match:
 class DemoProducer:
     """A background thread that publishes a few score updates per second."""
 
-    def __init__(self, bootstrap: str, interval: float = 0.4, seed: int | None = None) -> None:
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0})
+    def __init__(self, client: dict[str, str], interval: float = 0.4, seed: int | None = None) -> None:
+        """``client``: the cluster's librdkafka settings (bootstrap servers, TLS, SASL)."""
+        self._producer = Producer({**client, "linger.ms": 5, "log_level": 0})
         self._interval = interval
         self._random = random.Random(seed)
         self._stop = threading.Event()

@@ -18,6 +18,7 @@ from demo.scores import DEMO_PARTITIONS, DEMO_TOPIC, DemoProducer
 from guards.conf import guards_settings
 from guards.issuer import DEV_GUARD, issuer_key_ensure
 from guards.services import dev_guard_ensure
+from streams.clusters import cluster_client, default_cluster
 from streams.server.broker import topic_ensure
 from streams.services import route_upsert, topic_upsert
 
@@ -27,9 +28,13 @@ class Running(Protocol):
 
 
 def demo_start(bootstrap: str, say: Any) -> list[Running]:
-    """Migrate, create the demo's configuration and start its feeds; the parts to stop when serving ends."""
+    """Migrate, create the demo's configuration and start its feeds; the parts to stop when serving ends.
+
+    The feeds write to the default cluster (``bootstrap``, with the environment's ``KAFKA_*`` settings).
+    """
     call_command("migrate", interactive=False, verbosity=0)
-    topic_ensure(bootstrap, DEMO_TOPIC, partitions=DEMO_PARTITIONS)
+    client = cluster_client(default_cluster())
+    topic_ensure(client, DEMO_TOPIC, partitions=DEMO_PARTITIONS)
     topic_upsert(name=DEMO_TOPIC, description="Demo: live football scores")
     route_upsert(
         path="/demo/scores",
@@ -65,20 +70,20 @@ def demo_start(bootstrap: str, say: Any) -> list[Running]:
         password = secrets.token_urlsafe(12)
         user_model.objects.create_superuser("admin", "admin@localhost", password)
         say(f"Demo admin: user 'admin', password '{password}' (shown once)")
-    running: list[Running] = [DemoProducer(bootstrap).start()]
+    running: list[Running] = [DemoProducer(client).start()]
     if not demo_settings.DEMO_PIPELINE:
         return running
     if shutil.which("java") is None:
         say("No java on PATH: the Spark pipeline part of the demo is left out.")
         return running
-    return running + demo_pipeline_start(bootstrap, say)
+    return running + demo_pipeline_start(bootstrap, client, say)
 
 
-def demo_pipeline_start(bootstrap: str, say: Any) -> list[Running]:
+def demo_pipeline_start(bootstrap: str, client: dict[str, str], say: Any) -> list[Running]:
     """Raw match reports -> the Spark pipeline ``demo-scores`` -> a topic with its own route."""
     # A fresh checkpoint each run: the embedded broker starts empty, old offsets would point past its end.
     checkpoint = tempfile.mkdtemp(prefix="sluice-demo-pipeline-")
-    pipeline, raw = demo_pipeline_setup(bootstrap, sink_topic=DEMO_PIPELINE_TOPIC, checkpoint_location=checkpoint)
+    pipeline, raw = demo_pipeline_setup(client, sink_topic=DEMO_PIPELINE_TOPIC, checkpoint_location=checkpoint)
     topic_upsert(name=DEMO_PIPELINE_TOPIC, description="Demo: scores shaped by the Spark pipeline")
     route_upsert(
         path=DEMO_PIPELINE_ROUTE,

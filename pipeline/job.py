@@ -59,6 +59,12 @@ class PipelineSpec:
     header_fields: dict[str, str] = field(default_factory=dict)
     dead_letter_topic: str = ""
     trigger_seconds: int = 5
+    # The cluster's other librdkafka properties (TLS, SASL), resolved: options of every Kafka read and write.
+    kafka_properties: dict[str, str] = field(default_factory=dict)
+
+    def kafka_options(self, *, prefix_bootstrap: str) -> dict[str, str]:
+        """The Kafka options of a read or write: the bootstrap under ``prefix_bootstrap``, the rest as ``kafka.*``."""
+        return {prefix_bootstrap: self.bootstrap, **{f"kafka.{k}": v for k, v in self.kafka_properties.items()}}
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ def source_stream(spark: SparkSession, spec: PipelineSpec, kafka_format: KafkaFo
         if kafka_format == "kafka":
             raw = (
                 spark.readStream.format("kafka")
-                .option("kafka.bootstrap.servers", spec.bootstrap)
+                .options(**spec.kafka_options(prefix_bootstrap="kafka.bootstrap.servers"))
                 .option("subscribe", spec.source_topic)
                 .option("startingOffsets", "earliest")
                 .option("includeHeaders", "true")
@@ -121,7 +127,7 @@ def source_stream(spark: SparkSession, spec: PipelineSpec, kafka_format: KafkaFo
         else:
             raw = (
                 spark.readStream.format(FORMAT_NAME)
-                .option("bootstrap", spec.bootstrap)
+                .options(**spec.kafka_options(prefix_bootstrap="bootstrap"))
                 .option("topic", spec.source_topic)
                 .load()
             )
@@ -240,9 +246,10 @@ def dead_letter_records(invalid: DataFrame) -> DataFrame:
 def records_write(records: DataFrame, spec: PipelineSpec, kafka_format: KafkaFormat) -> None:
     """Produce ``records`` (key, value, headers, topic) with the selected Kafka format."""
     if kafka_format == "kafka":
-        records.write.format("kafka").option("kafka.bootstrap.servers", spec.bootstrap).save()
+        records.write.format("kafka").options(**spec.kafka_options(prefix_bootstrap="kafka.bootstrap.servers")).save()
     else:
-        records.write.format(FORMAT_NAME).mode("append").option("bootstrap", spec.bootstrap).save()
+        options = spec.kafka_options(prefix_bootstrap="bootstrap")
+        records.write.format(FORMAT_NAME).mode("append").options(**options).save()
 
 
 def batch_process(batch: DataFrame, batch_id: int, spec: PipelineSpec, kafka_format: KafkaFormat) -> BatchProgress:

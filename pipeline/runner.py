@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from streams.conf import streams_settings
+from streams.clusters import cluster_client, default_cluster, topic_cluster
+from streams.core.clusters import ClusterError
 
 from .conf import pipeline_settings
 from .job import BatchProgress, KafkaFormat, PipelineError, PipelineSpec, pipeline_run, spark_session
@@ -21,7 +22,7 @@ def pipeline_checkpoint(pipeline: Pipeline) -> str:
     return str(Path(pipeline_settings.PIPELINE_CHECKPOINT_DIR) / pipeline.name)
 
 
-def pipeline_spec(pipeline: Pipeline, bootstrap: str) -> PipelineSpec:
+def pipeline_spec(pipeline: Pipeline, client: dict[str, str]) -> PipelineSpec:
     """What the Spark job needs from the model (the schema resolved, registry included)."""
     try:
         json_schema = pipeline.json_schema_resolved()
@@ -29,7 +30,8 @@ def pipeline_spec(pipeline: Pipeline, bootstrap: str) -> PipelineSpec:
         raise PipelineError(str(exc)) from exc
     return PipelineSpec(
         name=pipeline.name,
-        bootstrap=bootstrap,
+        bootstrap=client["bootstrap.servers"],
+        kafka_properties={k: v for k, v in client.items() if k != "bootstrap.servers"},
         json_schema=json_schema,
         sink_topic=pipeline.sink_topic,
         checkpoint_location=pipeline_checkpoint(pipeline),
@@ -59,10 +61,15 @@ def pipeline_execute(
         raise PipelineError(f"there is no pipeline called {name!r}") from None
     if not pipeline.enabled:
         raise PipelineError(f"pipeline {name!r} is disabled")
-    bootstrap = streams_settings.KAFKA_BOOTSTRAP_SERVERS
-    if not bootstrap:
+    # The Kafka of its source topic (the default cluster for a file source), secrets resolved now.
+    cluster = topic_cluster(pipeline.source_topic) if pipeline.source_topic else default_cluster()
+    if not cluster.bootstrap:
         raise PipelineError("KAFKA_BOOTSTRAP_SERVERS is not set")
-    spec = pipeline_spec(pipeline, bootstrap)
+    try:
+        client = cluster_client(cluster)
+    except ClusterError as exc:
+        raise PipelineError(str(exc)) from exc
+    spec = pipeline_spec(pipeline, client)
     spark = spark_session(
         master or pipeline_settings.SPARK_MASTER,
         app_name=f"sluice-pipeline-{name}",

@@ -76,9 +76,10 @@ class EmbeddedBroker:
         self.process = None
 
 
-def topic_ensure(bootstrap: str, name: str, partitions: int = 1, timeout: float = 10.0) -> None:
-    """Create ``name`` if it does not exist yet."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+def topic_ensure(client: str | dict[str, str], name: str, partitions: int = 1, timeout: float = 10.0) -> None:
+    """Create ``name`` if it does not exist yet (``client``: bootstrap servers, or a cluster's settings)."""
+    config = {"bootstrap.servers": client} if isinstance(client, str) else dict(client)
+    admin = AdminClient({**config, "log_level": 0})
     if name in admin.list_topics(timeout=timeout).topics:
         return
     futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
