@@ -34,6 +34,11 @@ class StreamsSettings:
     MAX_STREAMS_PER_ADDRESS: int = 200
     # On SIGTERM, how long open streams and their connections get to end cleanly before the process exits.
     SHUTDOWN_SECONDS: float = 5.0
+    # How long a stream asked by an EventSource is held (200, heartbeats) while Kafka does not answer,
+    # before it ends cleanly so the browser reconnects; 0 answers 503 at once instead.
+    UNAVAILABLE_HOLD_SECONDS: float = 30.0
+    # Streams one worker holds that way at most (past it they end at once; browsers come back).
+    MAX_WAITING_STREAMS: int = 1000
     # The event loop under Twisted's asyncio reactor: asyncio or uvloop.
     EVENT_LOOP: str = "asyncio"
 

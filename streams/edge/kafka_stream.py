@@ -32,6 +32,7 @@ from streams.edge.request import StreamRequest
 from streams.edge.responses import send_error, stream_finish, stream_start
 from streams.edge.runtime import process_hubs
 from streams.edge.stream import CLIENT_GONE, stream_serve
+from streams.edge.unavailable import stream_hold, temporary
 from streams.fanout.hub import TopicHub
 from streams.fanout.kafka import KafkaUnavailable, TopicNotFound
 from streams.fanout.planning import PositionError, StartPlan
@@ -119,13 +120,40 @@ async def kafka_stream(
     """Serve one request of an ``sse-kafka`` route."""
     started = time.monotonic()
     try:
-        stream, principal = await stream_prepare(route, params, request, started)
+        prepared = await stream_prepare(route, params, request, started)
     except StreamError as error:
         reason = refusal_reason(error)
+        if isinstance(error, KafkaNotAvailable) and temporary(error, request):
+            # An EventSource would give up for good on 503: hold it with 200 and heartbeats instead.
+            access_log("waiting", route, request.scope, 200, started, reason=reason)
+            held = await stream_hold(
+                request,
+                receive,
+                send,
+                error,
+                lambda: stream_prepare(route, params, request, started),
+                route.heartbeat_seconds,
+            )
+            if held is not None:
+                await stream_respond(route, request, receive, send, held, head_sent=True)
+            return
         admission_refusals.labels(route.pattern.source, reason).inc()
         access_log("refused", route, request.scope, error.status, started, reason=reason)
         await send_error(send, error)
         return
+    await stream_respond(route, request, receive, send, prepared)
+
+
+async def stream_respond(
+    route: RouteSpec,
+    request: StreamRequest,
+    receive: Receive,
+    send: Send,
+    prepared: tuple[HubStream, Principal | None],
+    *,
+    head_sent: bool = False,
+) -> None:
+    stream, principal = prepared
     if request.method == "HEAD":
         await stream_start(send)
         await stream_finish(send)
@@ -133,7 +161,7 @@ async def kafka_stream(
     deadline = stream_deadline(route, principal)
     # Registered before the response starts: once a client sees 200, a challenge response reaches this stream.
     async with deadline_registered(deadline):
-        await stream_serve(request, receive, send, route, stream, deadline)
+        await stream_serve(request, receive, send, route, stream, deadline, head_sent=head_sent)
 
 
 async def stream_prepare(

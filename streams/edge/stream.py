@@ -61,10 +61,16 @@ async def stream_serve(
     route: RouteSpec,
     source: StreamSource,
     deadline: StreamDeadline | None,
+    *,
+    head_sent: bool = False,
 ) -> None:
-    """Serve ``source`` as this request's response until the client leaves or the stream ends."""
+    """Serve ``source`` as this request's response until the client leaves or the stream ends.
+
+    ``head_sent``: the response started already (a stream held while Kafka was away).
+    """
     flow = request.flow
-    await stream_start(send)
+    if not head_sent:
+        await stream_start(send)
     sink = sink_for(flow, send, route.max_pending_bytes)
     # A change of this route (disabled, deleted, guard tightened) may end the stream (live reconfiguration).
     open_stream = OpenStream(route, request.scope, request.query, end=source.end)

