@@ -25,6 +25,7 @@ class PipelineRunInline(admin.TabularInline):
         "records_in",
         "records_valid",
         "records_invalid",
+        "offset_resets",
     ]
     readonly_fields = [
         "started",
@@ -35,6 +36,7 @@ class PipelineRunInline(admin.TabularInline):
         "records_in",
         "records_valid",
         "records_invalid",
+        "offset_resets",
     ]
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -57,6 +59,6 @@ class PipelineAdmin(admin.ModelAdmin):
         ("Validation", {"fields": ["schema", "json_schema"]}),
         ("Shape", {"fields": ["sql", "key_field", "header_fields"]}),
         ("Sinks", {"fields": ["sink_topic", "dead_letter_topic"]}),
-        ("Running", {"fields": ["trigger_seconds", "checkpoint_location"]}),
+        ("Running", {"fields": ["trigger_seconds", "checkpoint_location", "on_offset_reset"]}),
         ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
     ]

@@ -31,6 +31,7 @@ class PipelineRunSerializer(serializers.ModelSerializer):
             "records_in",
             "records_valid",
             "records_invalid",
+            "offset_resets",
             "error",
         ]
         read_only_fields = fields
@@ -59,6 +60,7 @@ class PipelineSerializer(ServiceSerializer):
             "dead_letter_topic",
             "trigger_seconds",
             "checkpoint_location",
+            "on_offset_reset",
             "enabled",
             "created",
             "updated",

@@ -50,6 +50,7 @@ class PipelineSection(ModelSection):
         FieldSpec("dead_letter", "dead_letter_topic", (str,)),
         FieldSpec("trigger_seconds", "trigger_seconds", (int,)),
         FieldSpec("checkpoint", "checkpoint_location", (str,)),
+        FieldSpec("on_offset_reset", "on_offset_reset", (str,)),
         FieldSpec("enabled", "enabled", (bool,)),
     )
 

@@ -11,6 +11,7 @@ No Django import here: Spark's Python workers load this module on their own.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,10 @@ _ARROW_BATCH_ROWS = 20_000
 
 class KafkaReadError(RuntimeError):
     """A partition could not be read up to the end Spark planned for it."""
+
+
+class OffsetOutOfRange(KafkaReadError):
+    """A checkpointed offset outside the partition's log (topic recreated, retention, another cluster)."""
 
 
 class PartitionRange(InputPartition):
@@ -249,6 +254,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         first, last = offsets_decode(start), offsets_decode(end)
+        first = self.offsets_checked(first, last)
         return [
             PartitionRange(self.topic, p, first.get(p, 0), last[p]) for p in sorted(last) if last[p] > first.get(p, 0)
         ]
@@ -256,6 +262,39 @@ class KafkaStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PartitionRange)
         return partition_read(self.options, partition)
+
+    def offsets_checked(self, first: dict[int, int], last: dict[int, int]) -> dict[int, int]:
+        """The batch's start offsets, held against the log as it is now (each micro-batch, the first included).
+
+        An offset past the partition's end or before its start means the checkpoint is not of this log:
+        the topic was recreated, retention removed records, or the pipeline now reads another cluster.
+        ``on_offset_reset`` says what then: ``fail`` (the default, with how to reset), ``earliest`` or ``latest``;
+        each reset is written to the ``reset_log`` file for the run's record.
+        """
+        lows = partition_starts(self.consumer, self.topic, sorted(last))
+        policy = self.options.get("on_offset_reset", "fail")
+        name = self.options.get("pipeline", "")
+        checked = dict(first)
+        for p, offset in first.items():
+            if p not in last or lows[p] <= offset <= last[p]:
+                continue
+            if policy == "fail":
+                raise OffsetOutOfRange(
+                    f"pipeline {name}: topic {self.topic} partition {p}: the checkpoint is at offset {offset}, but "
+                    f"the log holds offsets {lows[p]} to {last[p]} (the topic was recreated, retention removed "
+                    f"records, or this is another cluster). To start over: runpipeline {name} --reset-checkpoint; "
+                    f"or set the pipeline's on_offset_reset to earliest or latest."
+                )
+            checked[p] = lows[p] if policy == "earliest" else last[p]
+            self.reset_note(p, offset, lows[p], last[p], checked[p])
+        return checked
+
+    def reset_note(self, partition: int, offset: int, low: int, high: int, now: int) -> None:
+        path = self.options.get("reset_log")
+        if path:
+            note = {"topic": self.topic, "partition": partition, "checkpoint": offset, "low": low, "high": high}
+            with open(path, "a", encoding="utf-8") as log:
+                log.write(json.dumps({**note, "start": now}) + "\n")
 
     def commit(self, end: dict[str, Any]) -> None:
         """Offsets live in Spark's checkpoint; nothing to commit to Kafka."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,6 +62,9 @@ class PipelineSpec:
     trigger_seconds: int = 5
     # The cluster's other librdkafka properties (TLS, SASL), resolved: options of every Kafka read and write.
     kafka_properties: dict[str, str] = field(default_factory=dict)
+    # A checkpoint outside the source topic's log: fail, earliest or latest; resets are noted in reset_log.
+    on_offset_reset: str = "fail"
+    reset_log: str = ""
 
     def kafka_options(self, *, prefix_bootstrap: str) -> dict[str, str]:
         """The Kafka options of a read or write: the bootstrap under ``prefix_bootstrap``, the rest as ``kafka.*``."""
@@ -119,6 +123,7 @@ def source_stream(spark: SparkSession, spec: PipelineSpec, kafka_format: KafkaFo
             raw = (
                 spark.readStream.format("kafka")
                 .options(**spec.kafka_options(prefix_bootstrap="kafka.bootstrap.servers"))
+                .option("failOnDataLoss", "true" if spec.on_offset_reset == "fail" else "false")
                 .option("subscribe", spec.source_topic)
                 .option("startingOffsets", "earliest")
                 .option("includeHeaders", "true")
@@ -129,6 +134,9 @@ def source_stream(spark: SparkSession, spec: PipelineSpec, kafka_format: KafkaFo
                 spark.readStream.format(FORMAT_NAME)
                 .options(**spec.kafka_options(prefix_bootstrap="bootstrap"))
                 .option("topic", spec.source_topic)
+                .option("pipeline", spec.name)
+                .option("on_offset_reset", spec.on_offset_reset)
+                .option("reset_log", spec.reset_log)
                 .load()
             )
         return raw.select(
@@ -332,7 +340,9 @@ def pipeline_run(
     except KeyboardInterrupt:
         query.stop()
     except Exception as exc:
-        raise PipelineError(f"pipeline {spec.name} failed: {exc}") from exc
+        # A refusal of Sluice's own source (offsets outside the log) is said as it is, not inside Spark's trace.
+        own = re.search(r"pipeline\.datasource\.OffsetOutOfRange: ([^\n]*)", str(exc))
+        raise PipelineError(own.group(1) if own else f"pipeline {spec.name} failed: {exc}") from exc
     finally:
         if query.isActive:
             query.stop()

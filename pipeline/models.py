@@ -18,6 +18,11 @@ class Pipeline(models.Model):
         KAFKA = "kafka", "Kafka topic"
         FILES = "files", "Files"
 
+    class OffsetReset(models.TextChoices):
+        FAIL = "fail", "fail the run (say how to reset)"
+        EARLIEST = "earliest", "start at the log's start"
+        LATEST = "latest", "start at the log's end"
+
     class FileFormat(models.TextChoices):
         JSON = "json", "JSON lines"
         CSV = "csv", "CSV with a header line"
@@ -62,6 +67,13 @@ class Pipeline(models.Model):
         max_length=500,
         blank=True,
         help_text="Directory (or URL) of Spark's checkpoint. Blank: one under SLUICE_PIPELINE_CHECKPOINT_DIR.",
+    )
+    on_offset_reset = models.CharField(
+        max_length=10,
+        choices=OffsetReset.choices,
+        default=OffsetReset.FAIL,
+        help_text="When the checkpoint's offsets are past the topic's end or before its start (topic recreated, "
+        "retention, another cluster).",
     )
     enabled = models.BooleanField(default=True)
     created = models.DateTimeField(auto_now_add=True)
@@ -112,7 +124,7 @@ class Pipeline(models.Model):
         assert self.schema is not None
         if self.schema.json_schema is not None:
             return self.schema.json_schema
-        from .registry import registry_schema_fetch
+        from .schema_fetch import registry_schema_fetch
 
         return registry_schema_fetch(self.schema.registry_url, self.schema.subject, self.schema.version)
 
@@ -135,6 +147,9 @@ class PipelineRun(models.Model):
     records_in = models.PositiveBigIntegerField(default=0)
     records_valid = models.PositiveBigIntegerField(default=0)
     records_invalid = models.PositiveBigIntegerField(default=0)
+    offset_resets = models.PositiveIntegerField(
+        default=0, help_text="Partitions whose checkpointed offset was outside the log and was reset."
+    )
     error = models.TextField(blank=True)
 
     class Meta:

@@ -2,27 +2,77 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from streams.clusters import cluster_client, default_cluster, topic_cluster
-from streams.core.clusters import ClusterError
+from streams.core.clusters import ClusterError, ClusterSpec
 
 from .conf import pipeline_settings
 from .job import BatchProgress, KafkaFormat, PipelineError, PipelineSpec, pipeline_run, spark_session
-from .models import Pipeline
-from .registry import RegistryError
-from .services import pipeline_run_finish, pipeline_run_progress, pipeline_run_start
+from .models import Pipeline, PipelineRun
+from .schema_fetch import RegistryError
+from .services import pipeline_run_finish, pipeline_run_offset_resets, pipeline_run_progress, pipeline_run_start
+
+logger = logging.getLogger("sluice.pipeline")
 
 
-def pipeline_checkpoint(pipeline: Pipeline) -> str:
-    """The pipeline's checkpoint location: its own, or a directory named after it."""
+class OffsetResets:
+    """Where the Kafka source notes the partitions it reset (it runs in Spark's Python workers, not here)."""
+
+    def __init__(self) -> None:
+        handle, name = tempfile.mkstemp(prefix="sluice-offset-resets-", suffix=".jsonl")
+        os.close(handle)
+        self.path = Path(name)
+        self.seen = 0
+
+    def record(self, run: PipelineRun, report: Callable[[str], None]) -> None:
+        """Count, log and report the resets noted since the last call, on ``run``."""
+        lines = self.path.read_text(encoding="utf-8").splitlines() if self.path.exists() else []
+        for line in lines[self.seen :]:
+            note = json.loads(line)
+            message = (
+                f"offset reset: topic {note['topic']} partition {note['partition']}: the checkpoint was at "
+                f"{note['checkpoint']}, the log holds {note['low']} to {note['high']}; reading from {note['start']}"
+            )
+            logger.warning("pipeline %s: %s", run.pipeline.name, message)
+            report(message)
+        if len(lines) > self.seen:
+            pipeline_run_offset_resets(run=run, count=len(lines))
+            self.seen = len(lines)
+
+
+def checkpoint_remove(location: str, report: Callable[[str], None]) -> None:
+    """Start over: remove the checkpoint directory (a URL is not removed from here)."""
+    if "://" in location and not location.startswith("file://"):
+        raise PipelineError(f"--reset-checkpoint removes local checkpoints only; remove {location} yourself")
+    path = Path(location.removeprefix("file://"))
+    if path.exists():
+        shutil.rmtree(path)
+        report(f"checkpoint {path} removed: starting over")
+
+
+def pipeline_checkpoint(pipeline: Pipeline, cluster: ClusterSpec) -> str:
+    """The pipeline's checkpoint location: its own, or one per pipeline and per cluster it reads.
+
+    Offsets of one cluster mean nothing on another: a pipeline pointed at another cluster
+    (or a cluster rebuilt at another address) starts a checkpoint of its own.
+    """
     if pipeline.checkpoint_location:
         return pipeline.checkpoint_location
-    return str(Path(pipeline_settings.PIPELINE_CHECKPOINT_DIR) / pipeline.name)
+    where = hashlib.sha256(cluster.bootstrap.encode()).hexdigest()[:12]
+    return str(Path(pipeline_settings.PIPELINE_CHECKPOINT_DIR) / pipeline.name / f"{cluster.name}-{where}")
 
 
-def pipeline_spec(pipeline: Pipeline, client: dict[str, str]) -> PipelineSpec:
+def pipeline_spec(
+    pipeline: Pipeline, client: dict[str, str], cluster: ClusterSpec, reset_log: str = ""
+) -> PipelineSpec:
     """What the Spark job needs from the model (the schema resolved, registry included)."""
     try:
         json_schema = pipeline.json_schema_resolved()
@@ -34,7 +84,9 @@ def pipeline_spec(pipeline: Pipeline, client: dict[str, str]) -> PipelineSpec:
         kafka_properties={k: v for k, v in client.items() if k != "bootstrap.servers"},
         json_schema=json_schema,
         sink_topic=pipeline.sink_topic,
-        checkpoint_location=pipeline_checkpoint(pipeline),
+        checkpoint_location=pipeline_checkpoint(pipeline, cluster),
+        on_offset_reset=pipeline.on_offset_reset,
+        reset_log=reset_log,
         source_topic=pipeline.source_topic if pipeline.source_kind == Pipeline.SourceKind.KAFKA else "",
         source_files=pipeline.source_files if pipeline.source_kind == Pipeline.SourceKind.FILES else "",
         source_format=pipeline.source_format,
@@ -53,8 +105,12 @@ def pipeline_execute(
     master: str | None = None,
     kafka_format: KafkaFormat = "python",
     report: Callable[[str], None] = print,
+    reset_checkpoint: bool = False,
 ) -> None:
-    """Run the pipeline called ``name``, printing each batch's counts and keeping them on a :class:`PipelineRun`."""
+    """Run the pipeline called ``name``, printing each batch's counts and keeping them on a :class:`PipelineRun`.
+
+    ``reset_checkpoint`` starts over on purpose: the checkpoint (a local directory) is removed first.
+    """
     try:
         pipeline = Pipeline.objects.select_related("schema").get(name=name)
     except Pipeline.DoesNotExist:
@@ -69,7 +125,10 @@ def pipeline_execute(
         client = cluster_client(cluster)
     except ClusterError as exc:
         raise PipelineError(str(exc)) from exc
-    spec = pipeline_spec(pipeline, client)
+    resets = OffsetResets()
+    spec = pipeline_spec(pipeline, client, cluster, reset_log=str(resets.path))
+    if reset_checkpoint:
+        checkpoint_remove(spec.checkpoint_location, report)
     spark = spark_session(
         master or pipeline_settings.SPARK_MASTER,
         app_name=f"sluice-pipeline-{name}",
@@ -84,6 +143,7 @@ def pipeline_execute(
 
     def on_batch(progress: BatchProgress) -> None:
         report(str(progress))
+        resets.record(run, report)
         pipeline_run_progress(
             run=run,
             records_in=progress.records_in,
@@ -98,5 +158,8 @@ def pipeline_execute(
     except Exception as exc:
         pipeline_run_finish(run=run, error=str(exc)[:10_000])
         raise
+    finally:
+        resets.record(run, report)
+        resets.path.unlink(missing_ok=True)
     pipeline_run_finish(run=run)
     report(f"pipeline {name}: run {run.pk} finished")

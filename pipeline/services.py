@@ -47,6 +47,11 @@ def pipeline_run_progress(*, run: PipelineRun, records_in: int, records_valid: i
     )
 
 
+def pipeline_run_offset_resets(*, run: PipelineRun, count: int) -> None:
+    """How many partitions this run found outside the log and reset (on_offset_reset earliest or latest)."""
+    PipelineRun.objects.filter(pk=run.pk).update(offset_resets=count)
+
+
 def pipeline_run_finish(*, run: PipelineRun, error: str = "") -> None:
     """Record how the run ended."""
     status = PipelineRun.Status.FAILED if error else PipelineRun.Status.SUCCEEDED

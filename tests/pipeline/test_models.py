@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 from pipeline.models import Pipeline, PipelineRun
 from pipeline.runner import pipeline_checkpoint
 from pipeline.services import pipeline_run_finish, pipeline_run_progress, pipeline_run_start, pipeline_upsert
+from streams.core.clusters import ClusterSpec
 from streams.models import Schema
 
 SCHEMA = {"type": "object", "properties": {"match": {"type": "string"}}}
@@ -87,9 +88,12 @@ def test_runs_count_batches_and_mark_the_unfinished(settings: Any) -> None:
     )
     assert (second.status, second.error, second.finished is not None) == ("failed", "boom", True)
     settings.SLUICE = {**settings.SLUICE, "PIPELINE_CHECKPOINT_DIR": "/var/lib/sluice"}
-    assert pipeline_checkpoint(pipeline) == "/var/lib/sluice/scores"
+    one, other = ClusterSpec.of("default", "k1:9092"), ClusterSpec.of("default", "k2:9092")
+    # Per pipeline and per cluster: offsets of one cluster mean nothing on another.
+    assert pipeline_checkpoint(pipeline, one).startswith("/var/lib/sluice/scores/default-")
+    assert pipeline_checkpoint(pipeline, one) != pipeline_checkpoint(pipeline, other)
     pipeline.checkpoint_location = "/elsewhere"
-    assert pipeline_checkpoint(pipeline) == "/elsewhere"
+    assert pipeline_checkpoint(pipeline, one) == "/elsewhere"
 
 
 def test_admin_shows_runs_read_only(admin_client_logged_in: Any) -> None:

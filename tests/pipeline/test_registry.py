@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.registry import RegistryError, registry_schema_fetch
+from pipeline.schema_fetch import RegistryError, registry_schema_fetch
 
 SCHEMA = {"type": "object", "properties": {"match": {"type": "string"}}}
 SUBJECTS: dict[str, dict[str, Any]] = {

@@ -1,4 +1,4 @@
-"""``manage.py runpipeline NAME [--once] [--master URL] [--kafka-format python|kafka]`` (SPEC 7)."""
+"""``manage.py runpipeline NAME [--once] [--reset-checkpoint] [--master URL] [--kafka-format python|kafka]``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ class Command(BaseCommand):
         parser.add_argument("name", help="The pipeline's name.")
         parser.add_argument("--once", action="store_true", help="Process what is there now, then stop.")
         parser.add_argument("--master", help="Spark master URL (default: SPARK_MASTER, else local[*]).")
+        parser.add_argument(
+            "--reset-checkpoint",
+            action="store_true",
+            help="Start over on purpose: remove the pipeline's checkpoint first (offsets are read anew).",
+        )
         parser.add_argument(
             "--kafka-format",
             choices=["python", "kafka"],
@@ -39,6 +44,7 @@ class Command(BaseCommand):
                 master=options["master"],
                 kafka_format=options["kafka_format"],
                 report=report,
+                reset_checkpoint=options["reset_checkpoint"],
             )
         except PipelineError as exc:
             raise CommandError(str(exc)) from exc
