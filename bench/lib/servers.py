@@ -83,7 +83,7 @@ class Server:
         self.process = None
 
     def pids(self) -> list[int]:
-        from bench.fanout import process_tree
+        from bench.lib.procstats import process_tree
 
         assert self.process is not None
         return process_tree(self.process.pid)
@@ -142,7 +142,7 @@ def http_publisher_main(conn: Any, port: int, rate: float, count: int, size: int
 
 def nchan_publisher_main(conn: Any, port: int, rate: float, count: int, size: int, keys: int) -> None:
     """POST every message to Nchan's publisher location, pipelined on one keep-alive connection."""
-    from bench.fanout import payload_make
+    from bench.lib.processes import payload_make
 
     sock = socket.create_connection(("127.0.0.1", port))
     answered = [0]
