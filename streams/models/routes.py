@@ -1,211 +1,22 @@
-"""Configuration of topics and routes, edited in the admin (and later as code)."""
+"""Routes and their filters: which requests stream which topic (or upstream), and how."""
 
 from __future__ import annotations
 
-import re
-from urllib.parse import urlsplit
-
-from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MinValueValidator
 from django.db import models
 
-from streams.core.clusters import DEFAULT_CLUSTER, ClusterSpec, property_problem
 from streams.core.patterns import PatternError, pattern_compile
-from streams.core.reserved import ReservedEndpoints
 from streams.core.templating import TemplateError, template_compile
-
-KAFKA_TOPIC_NAME = RegexValidator(
-    r"^[A-Za-z0-9._-]{1,249}$", "A Kafka topic name: letters, digits, '.', '_' and '-' (at most 249)."
+from streams.models import (
+    _no_control,
+    reserved_endpoints,
+    validate_path_not_reserved,
+    validate_path_pattern,
+    validate_template,
+    validate_upstream_url,
 )
-
-
-def validate_path_pattern(value: str) -> None:
-    try:
-        pattern_compile(value)
-    except PatternError as exc:
-        raise ValidationError(str(exc), code="path_pattern") from exc
-
-
-def reserved_endpoints() -> ReservedEndpoints:
-    """Sluice's own endpoints in this deployment (the static files' prefix comes from ``STATIC_URL``)."""
-    return ReservedEndpoints.with_static(str(settings.STATIC_URL or ""))
-
-
-def validate_path_not_reserved(value: str) -> None:
-    """Refuse a path whose literal first segment takes one of Sluice's own endpoints."""
-    try:
-        pattern = pattern_compile(value)
-    except PatternError:
-        return  # validate_path_pattern reports it
-    endpoint = reserved_endpoints().conflict(pattern)
-    if endpoint is not None:
-        raise ValidationError(
-            f"The route {value} would take Sluice's own endpoint {endpoint}, which always answers first: "
-            "choose another path.",
-            code="path_reserved",
-        )
-
-
-def validate_template(value: str) -> None:
-    try:
-        template_compile(value)
-    except TemplateError as exc:
-        raise ValidationError(str(exc), code="template") from exc
-
-
-_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\Z")
-
-
-def validate_upstream_url(value: str) -> None:
-    """An http(s) URL; unlike URLField, a single-label host (``sse-server`` in a compose network) is fine."""
-    parts = urlsplit(value)
-    try:
-        parts.port  # noqa: B018  (raises on a port that is not a number in range)
-    except ValueError as exc:
-        raise ValidationError("The port is not a number from 0 to 65535.", code="upstream") from exc
-    host = parts.hostname or ""
-    ip_literal = host.startswith("[") or ":" in host
-    if (
-        parts.scheme not in ("http", "https")
-        or not host
-        or not (ip_literal or _HOST.match(host))
-        or any(c.isspace() for c in value)
-    ):
-        raise ValidationError("Give an http:// or https:// URL with a host.", code="upstream")
-
-
-def _no_control(value: str) -> None:
-    if any(c in value for c in "\r\n\x00"):
-        raise ValidationError("CR, LF and NUL are not allowed here.", code="control_character")
-
-
-class Schema(models.Model):
-    """A JSON Schema that message values must satisfy (SPEC 5): inline, or a subject in a schema registry."""
-
-    name = models.CharField(max_length=100, unique=True, validators=[RegexValidator(r"^[A-Za-z0-9._-]+$")])
-    description = models.CharField(max_length=200, blank=True)
-    json_schema = models.JSONField(null=True, blank=True, help_text="Inline JSON Schema (draft 2020-12).")
-    registry_url = models.URLField(blank=True, help_text="Confluent-compatible schema registry.")
-    subject = models.CharField(max_length=255, blank=True, help_text="Subject in the registry.")
-    version = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: the latest version.")
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def clean(self) -> None:
-        super().clean()
-        inline = self.json_schema is not None
-        registry = bool(self.registry_url or self.subject)
-        if inline == registry:
-            raise ValidationError("Give either an inline JSON Schema or a registry URL with a subject.")
-        if registry and not (self.registry_url and self.subject):
-            raise ValidationError({"subject": "A registry schema needs both the registry URL and the subject."})
-        if inline and not isinstance(self.json_schema, (dict, bool)):
-            raise ValidationError({"json_schema": "A JSON Schema is an object (or true/false)."})
-
-
-def validate_cluster_properties(value: object) -> None:
-    """librdkafka properties: a mapping of dotted names to strings or numbers, secrets only by reference."""
-    if not isinstance(value, dict):
-        raise ValidationError('Give a mapping, e.g. {"security.protocol": "SASL_SSL"}.', code="properties")
-    problems = [problem for name, item in value.items() if (problem := property_problem(name, item))]
-    if problems:
-        raise ValidationError(problems, code="properties")
-
-
-class Cluster(models.Model):
-    """A Kafka cluster topics live on: bootstrap servers and client properties (TLS, SASL, ...).
-
-    Secret values are written as ``${env.NAME}`` and read from the environment when
-    Sluice connects; a row never holds a secret itself. Topics without a cluster use
-    the one the environment describes (``KAFKA_BOOTSTRAP_SERVERS`` and ``KAFKA_*``).
-    """
-
-    name = models.CharField(
-        max_length=100,
-        unique=True,
-        validators=[RegexValidator(r"^[A-Za-z0-9._-]+$")],
-        help_text=f"How topics name it ({DEFAULT_CLUSTER!r} is the cluster of the environment).",
-    )
-    description = models.CharField(max_length=200, blank=True)
-    bootstrap_servers = models.CharField(
-        max_length=500,
-        validators=[_no_control],
-        help_text="host:port[,host:port...]; ${env.NAME} is read from the environment when Sluice connects.",
-    )
-    properties = models.JSONField(
-        default=dict,
-        blank=True,
-        validators=[validate_cluster_properties],
-        help_text=(
-            'librdkafka properties, e.g. {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", '
-            '"sasl.username": "sluice", "sasl.password": "${env.KAFKA_PASSWORD}"}. Secrets only as ${env.NAME}.'
-        ),
-    )
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def clean(self) -> None:
-        super().clean()
-        if self.name == DEFAULT_CLUSTER:
-            raise ValidationError(
-                {"name": f"{DEFAULT_CLUSTER!r} is the cluster of the environment (KAFKA_BOOTSTRAP_SERVERS, KAFKA_*)."}
-            )
-
-    def spec(self) -> ClusterSpec:
-        return ClusterSpec.of(self.name, self.bootstrap_servers, self.properties or {})
-
-
-class Topic(models.Model):
-    """A Kafka topic Sluice serves, with the bounds of its in-memory cache (SPEC 2.5)."""
-
-    name = models.CharField(max_length=249, unique=True, validators=[KAFKA_TOPIC_NAME])
-    description = models.CharField(max_length=200, blank=True)
-    cache_max_messages = models.PositiveIntegerField(
-        default=10_000, validators=[MinValueValidator(1)], help_text="Records kept in memory, all partitions together."
-    )
-    cache_max_bytes = models.PositiveBigIntegerField(
-        default=16 * 1024 * 1024, validators=[MinValueValidator(1024)], help_text="Bytes kept in memory."
-    )
-    cache_max_age_seconds = models.PositiveIntegerField(
-        default=3600, validators=[MinValueValidator(1)], help_text="Records older than this leave the cache."
-    )
-    schema = models.ForeignKey(
-        Schema,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="topics",
-        help_text="Values that do not validate are skipped and counted.",
-    )
-    cluster = models.ForeignKey(
-        Cluster,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="topics",
-        help_text="Blank: the cluster of the environment (KAFKA_BOOTSTRAP_SERVERS), or the embedded broker.",
-    )
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
+from streams.models.kafka import Schema
 
 
 class Route(models.Model):

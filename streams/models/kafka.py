@@ -1,0 +1,129 @@
+"""Clusters, schemas and topics: where records come from and what they must look like."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+
+from streams.core.clusters import DEFAULT_CLUSTER, ClusterSpec
+from streams.models import KAFKA_TOPIC_NAME, _no_control, validate_cluster_properties
+
+
+class Schema(models.Model):
+    """A JSON Schema that message values must satisfy (SPEC 5): inline, or a subject in a schema registry."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[RegexValidator(r"^[A-Za-z0-9._-]+$")])
+    description = models.CharField(max_length=200, blank=True)
+    json_schema = models.JSONField(null=True, blank=True, help_text="Inline JSON Schema (draft 2020-12).")
+    registry_url = models.URLField(blank=True, help_text="Confluent-compatible schema registry.")
+    subject = models.CharField(max_length=255, blank=True, help_text="Subject in the registry.")
+    version = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: the latest version.")
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        inline = self.json_schema is not None
+        registry = bool(self.registry_url or self.subject)
+        if inline == registry:
+            raise ValidationError("Give either an inline JSON Schema or a registry URL with a subject.")
+        if registry and not (self.registry_url and self.subject):
+            raise ValidationError({"subject": "A registry schema needs both the registry URL and the subject."})
+        if inline and not isinstance(self.json_schema, (dict, bool)):
+            raise ValidationError({"json_schema": "A JSON Schema is an object (or true/false)."})
+
+
+class Cluster(models.Model):
+    """A Kafka cluster topics live on: bootstrap servers and client properties (TLS, SASL, ...).
+
+    Secret values are written as ``${env.NAME}`` and read from the environment when
+    Sluice connects; a row never holds a secret itself. Topics without a cluster use
+    the one the environment describes (``KAFKA_BOOTSTRAP_SERVERS`` and ``KAFKA_*``).
+    """
+
+    name = models.CharField(
+        max_length=100,
+        unique=True,
+        validators=[RegexValidator(r"^[A-Za-z0-9._-]+$")],
+        help_text=f"How topics name it ({DEFAULT_CLUSTER!r} is the cluster of the environment).",
+    )
+    description = models.CharField(max_length=200, blank=True)
+    bootstrap_servers = models.CharField(
+        max_length=500,
+        validators=[_no_control],
+        help_text="host:port[,host:port...]; ${env.NAME} is read from the environment when Sluice connects.",
+    )
+    properties = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_cluster_properties],
+        help_text=(
+            'librdkafka properties, e.g. {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", '
+            '"sasl.username": "sluice", "sasl.password": "${env.KAFKA_PASSWORD}"}. Secrets only as ${env.NAME}.'
+        ),
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        if self.name == DEFAULT_CLUSTER:
+            raise ValidationError(
+                {"name": f"{DEFAULT_CLUSTER!r} is the cluster of the environment (KAFKA_BOOTSTRAP_SERVERS, KAFKA_*)."}
+            )
+
+    def spec(self) -> ClusterSpec:
+        return ClusterSpec.of(self.name, self.bootstrap_servers, self.properties or {})
+
+
+class Topic(models.Model):
+    """A Kafka topic Sluice serves, with the bounds of its in-memory cache (SPEC 2.5)."""
+
+    name = models.CharField(max_length=249, unique=True, validators=[KAFKA_TOPIC_NAME])
+    description = models.CharField(max_length=200, blank=True)
+    cache_max_messages = models.PositiveIntegerField(
+        default=10_000, validators=[MinValueValidator(1)], help_text="Records kept in memory, all partitions together."
+    )
+    cache_max_bytes = models.PositiveBigIntegerField(
+        default=16 * 1024 * 1024, validators=[MinValueValidator(1024)], help_text="Bytes kept in memory."
+    )
+    cache_max_age_seconds = models.PositiveIntegerField(
+        default=3600, validators=[MinValueValidator(1)], help_text="Records older than this leave the cache."
+    )
+    schema = models.ForeignKey(
+        Schema,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="topics",
+        help_text="Values that do not validate are skipped and counted.",
+    )
+    cluster = models.ForeignKey(
+        Cluster,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="topics",
+        help_text="Blank: the cluster of the environment (KAFKA_BOOTSTRAP_SERVERS), or the embedded broker.",
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
