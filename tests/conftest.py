@@ -357,3 +357,16 @@ def upstream_sse() -> Iterator[UpstreamServer]:
     server = UpstreamServer().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def proxied() -> Iterator[Any]:
+    """A broker behind a ``tansu proxy`` the test can stop and start (an outage that keeps the data)."""
+    from tests.support.kafka_proxy import ProxiedBroker
+
+    broker = ProxiedBroker()
+    try:
+        broker.proxy_start()
+        yield broker
+    finally:
+        broker.stop()

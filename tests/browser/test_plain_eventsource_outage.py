@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -33,16 +33,6 @@ window.source.onmessage = (event) => window.got.push(event.data);
 """
 
 
-@pytest.fixture
-def proxied() -> Iterator[ProxiedBroker]:
-    broker = ProxiedBroker()
-    try:
-        broker.proxy_start()
-        yield broker
-    finally:
-        broker.stop()
-
-
 def produce(producer: Producer, topic: str, numbers: range, *, wait: bool = True) -> list[str]:
     values = [f"record-{n:03d}" for n in numbers]
     for value in values:
@@ -59,6 +49,22 @@ def page_open(page: Any, gateway: Gateway, path: str) -> None:
     page.add_script_tag(content=PAGE % repr(path))
 
 
+def outage_setup(
+    page: Any, gateway_factory: Callable[..., Gateway], proxied: ProxiedBroker, route: Any, name: str, hold: str
+) -> tuple[Gateway, Producer, str]:
+    """A topic, its route, a gateway reading it through the proxy, and the page's EventSource open on it."""
+    topic = f"browser-{name}"
+    topic_ensure(proxied.bootstrap, topic, 1)
+    route(path=f"/plain/{name}", topic=topic, heartbeat_seconds=2)
+    gateway = gateway_factory(
+        KAFKA_BOOTSTRAP_SERVERS=proxied.bootstrap, SLUICE_KAFKA_TIMEOUT="2", SLUICE_UNAVAILABLE_HOLD_SECONDS=hold
+    )
+    producer = Producer({"bootstrap.servers": proxied.bootstrap, "linger.ms": 1, "log_level": 0})
+    page_open(page, gateway, f"/plain/{name}")
+    page.wait_for_function("window.source.readyState === 1", timeout=WAIT_MS)
+    return gateway, producer, topic
+
+
 def received(page: Any, values: list[str]) -> None:
     page.wait_for_function("want => window.got.length >= want.length", arg=values, timeout=WAIT_MS)
 
@@ -66,16 +72,8 @@ def received(page: Any, values: list[str]) -> None:
 def test_plain_eventsource_gets_everything_across_an_outage_and_a_restart(
     browser_page: Any, gateway_factory: Callable[..., Gateway], proxied: ProxiedBroker, route: Any
 ) -> None:
-    topic = "browser-outage"
-    topic_ensure(proxied.bootstrap, topic, 1)
-    route(path="/plain/outage", topic=topic, heartbeat_seconds=2)
-    gateway = gateway_factory(
-        KAFKA_BOOTSTRAP_SERVERS=proxied.bootstrap, SLUICE_KAFKA_TIMEOUT="2", SLUICE_UNAVAILABLE_HOLD_SECONDS="10"
-    )
-    producer = Producer({"bootstrap.servers": proxied.bootstrap, "linger.ms": 1, "log_level": 0})
     page = browser_page
-    page_open(page, gateway, "/plain/outage")
-    page.wait_for_function("window.source.readyState === 1", timeout=WAIT_MS)
+    gateway, producer, topic = outage_setup(page, gateway_factory, proxied, route, "outage", hold="10")
     expected = produce(producer, topic, range(0, 20))
     received(page, expected)
 
@@ -99,16 +97,8 @@ def test_plain_eventsource_gets_everything_across_an_outage_and_a_restart(
 def test_before_a_503_closes_a_plain_eventsource_for_good(
     browser_page: Any, gateway_factory: Callable[..., Gateway], proxied: ProxiedBroker, route: Any
 ) -> None:
-    topic = "browser-outage-before"
-    topic_ensure(proxied.bootstrap, topic, 1)
-    route(path="/plain/before", topic=topic, heartbeat_seconds=2)
-    gateway = gateway_factory(
-        KAFKA_BOOTSTRAP_SERVERS=proxied.bootstrap, SLUICE_KAFKA_TIMEOUT="2", SLUICE_UNAVAILABLE_HOLD_SECONDS="0"
-    )
-    producer = Producer({"bootstrap.servers": proxied.bootstrap, "linger.ms": 1, "log_level": 0})
     page = browser_page
-    page_open(page, gateway, "/plain/before")
-    page.wait_for_function("window.source.readyState === 1", timeout=WAIT_MS)
+    gateway, producer, topic = outage_setup(page, gateway_factory, proxied, route, "before", hold="0")
     received(page, produce(producer, topic, range(0, 5)))
     proxied.proxy_stop()
     gateway.restart()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -35,16 +35,6 @@ from tests.support.polling import condition_wait_async
 pytestmark = pytest.mark.slow
 
 OUTAGE_SECONDS = float(os.environ.get("SLUICE_FAULT_OUTAGE_SECONDS", "10"))
-
-
-@pytest.fixture
-def proxied() -> Iterator[ProxiedBroker]:
-    broker = ProxiedBroker()
-    try:
-        broker.proxy_start()
-        yield broker
-    finally:
-        broker.stop()
 
 
 async def test_broker_out_of_reach_then_back_loses_and_repeats_nothing(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -16,16 +16,6 @@ from tests.support.kafka_proxy import ProxiedBroker
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 SSE = {"accept": "text/event-stream"}
-
-
-@pytest.fixture
-def proxied() -> Iterator[ProxiedBroker]:
-    broker = ProxiedBroker()
-    try:
-        broker.proxy_start()
-        yield broker
-    finally:
-        broker.stop()
 
 
 async def test_held_while_kafka_is_away_then_delivered_from_the_asked_position(
