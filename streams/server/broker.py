@@ -55,6 +55,8 @@ class EmbeddedBroker:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            # Its own session: Ctrl-C in a terminal reaches Sluice, which stops it last (after its clients).
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
