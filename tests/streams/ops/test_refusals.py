@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -71,6 +73,7 @@ async def test_a_thousand_bad_host_headers_leave_few_lines_and_no_traceback(
 ) -> None:
     server = gateway_factory()
     before = len(server.output)
+    started = time.monotonic()
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         for n in range(1000):
             response = await client.get("/healthz", headers={"host": f"evil-{n}.example"})
@@ -90,7 +93,9 @@ async def test_a_thousand_bad_host_headers_leave_few_lines_and_no_traceback(
     refused: list[dict[str, Any]] = [
         json.loads(line.split(": ", 1)[1]) for line in lines if '"event":"refused"' in line
     ]
-    assert 1 <= len(refused) <= 5, refused
+    # Five lines at once, then five a minute: the bound grows with how long the thousand requests took.
+    bound = 5 + math.ceil(5 * (time.monotonic() - started) / 60)
+    assert 1 <= len(refused) <= bound, refused
     assert {entry["status"] for entry in refused} == {400}
     assert refused[0]["reason"] == "disallowed_host"
     assert refused[0]["path"] == "/healthz"
