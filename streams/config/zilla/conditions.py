@@ -31,28 +31,20 @@ def http_conditions(translation: Translation, graph: ZillaGraph, name: str) -> l
     """
     paths: list[tuple[str, DocPath]] = []
     every_path = not graph.upstream_of(name, ("http", "server"))
-    for server in graph.upstream_of(name, ("http", "server")):
-        for index, route in enumerate(graph.bindings[server].get("routes") or []):
-            if not isinstance(route, dict) or not graph.leads_to(str(route.get("exit")), name):
-                continue
-            at: DocPath = ("bindings", server, "routes", index)
-            whens = route.get("when") or [{}]
-            for number, when in enumerate(whens):
-                headers = (when.get("headers") or {}) if isinstance(when, dict) else {}
-                when_at: DocPath = (*at, "when", number, "headers")
-                for header in headers:
-                    if header not in (":path", ":method"):
-                        reason = CONDITION_SKIPS.get(header, "Sluice routes match paths only")
-                        skip_once(translation, (*when_at, header), reason)
-                method = headers.get(":method")
-                if isinstance(method, str) and method.upper() not in STREAM_METHODS:
-                    skip_once(translation, (*when_at, ":method"), f"streams answer GET: {method} is not served")
-                    continue
-                path = headers.get(":path")
-                if not isinstance(path, str):
-                    every_path = True
-                elif all(path != known for known, _ in paths):
-                    paths.append((path, (*when_at, ":path")))
+    for when_at, headers in graph.http_whens(name):
+        for header in headers:
+            if header not in (":path", ":method"):
+                reason = CONDITION_SKIPS.get(header, "Sluice routes match paths only")
+                skip_once(translation, (*when_at, header), reason)
+        method = headers.get(":method")
+        if isinstance(method, str) and method.upper() not in STREAM_METHODS:
+            skip_once(translation, (*when_at, ":method"), f"streams answer GET: {method} is not served")
+            continue
+        path = headers.get(":path")
+        if not isinstance(path, str):
+            every_path = True
+        elif all(path != known for known, _ in paths):
+            paths.append((path, (*when_at, ":path")))
     return None if every_path else paths
 
 

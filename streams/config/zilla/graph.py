@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from common.config.document import DocPath, Translation, path_text
@@ -28,6 +29,22 @@ class ZillaGraph:
     def kind(self, name: str) -> tuple[str, str]:
         binding = self.bindings.get(name, {})
         return str(binding.get("type", "")), str(binding.get("kind", ""))
+
+    def http_whens(self, name: str, *, direct: bool = False) -> Iterator[tuple[DocPath, dict[str, Any]]]:
+        """The ``when`` headers of http server routes to ``name`` (their exit, or through other bindings).
+
+        Each with its YAML path; a route without ``when`` gives one empty condition.
+        """
+        for server in self.upstream_of(name, ("http", "server")):
+            for index, route in enumerate(self.bindings[server].get("routes") or []):
+                if not isinstance(route, dict):
+                    continue
+                target = str(route.get("exit"))
+                if not (target == name if direct else self.leads_to(target, name)):
+                    continue
+                for number, when in enumerate(route.get("when") or [{}]):
+                    headers = (when.get("headers") or {}) if isinstance(when, dict) else {}
+                    yield ("bindings", server, "routes", index, "when", number, "headers"), headers
 
     def leads_to(self, start: str, target: str) -> bool:
         """Whether requests entering binding ``start`` reach ``target`` (any number of hops)."""

@@ -154,14 +154,10 @@ def proxy_routes(
 def http_paths(graph: ZillaGraph, name: str) -> list[str]:
     """The ``:path`` values http server routes send to binding ``name`` (in order, once each)."""
     paths: list[str] = []
-    for server in graph.upstream_of(name, ("http", "server")):
-        for route in graph.bindings[server].get("routes") or []:
-            if not isinstance(route, dict) or route.get("exit") != name:
-                continue
-            for when in route.get("when") or []:
-                path = ((when or {}).get("headers") or {}).get(":path")
-                if isinstance(path, str) and path not in paths:
-                    paths.append(path)
+    for _, headers in graph.http_whens(name, direct=True):
+        path = headers.get(":path")
+        if isinstance(path, str) and path not in paths:
+            paths.append(path)
     return paths
 
 
