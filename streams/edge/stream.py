@@ -9,6 +9,7 @@ and clean up in ``finally`` however it ends. What differs between the kinds
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from streams.core.asgi import Receive, Send
@@ -97,7 +98,19 @@ async def stream_serve(
         await stream_finish(send)
 
 
-async def wait_until_over(receive: Receive, closed: asyncio.Future[str], end: Any, flow: Flow | None) -> bool:
+def client_disconnect(receive: Receive) -> asyncio.Task[None]:
+    """A task that ends when ASGI ``receive`` says the client went away (servers without a :class:`Flow`)."""
+
+    async def read() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    return asyncio.ensure_future(read())
+
+
+async def wait_until_over(
+    receive: Receive, closed: asyncio.Future[str], end: Callable[[str], None], flow: Flow | None
+) -> bool:
     """Wait for the client to leave or the source to end the stream; True if the client left.
 
     On daphne the request says when its client goes (no task per stream); any other
@@ -107,11 +120,7 @@ async def wait_until_over(receive: Receive, closed: asyncio.Future[str], end: An
         flow.on_gone(lambda: end(CLIENT_GONE))
         return await closed == CLIENT_GONE
 
-    async def client_gone() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-
-    gone = asyncio.ensure_future(client_gone())
+    gone = client_disconnect(receive)
     try:
         waiters: list[asyncio.Future[Any]] = [gone, closed]
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)

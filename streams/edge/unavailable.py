@@ -29,6 +29,7 @@ from streams.core.errors import KafkaNotAvailable, StreamError
 from streams.core.sse import retry_line
 from streams.edge.request import StreamRequest
 from streams.edge.responses import stream_finish, stream_start
+from streams.edge.stream import client_disconnect
 
 logger = logging.getLogger("sluice.streams")
 
@@ -128,8 +129,4 @@ def _client_gone(request: StreamRequest, receive: Receive) -> asyncio.Future[Non
         request.flow.on_gone(left)
         return gone
 
-    async def read() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-
-    return asyncio.ensure_future(read())
+    return client_disconnect(receive)
