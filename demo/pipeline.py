@@ -26,6 +26,7 @@ from django.conf import settings
 
 from pipeline.models import Pipeline
 from pipeline.services import pipeline_upsert
+from streams.core.clusters import client_settings
 from streams.server.broker import topic_ensure
 from streams.server.processes import process_stop
 
@@ -175,7 +176,7 @@ def demo_pipeline_setup(
         trigger_seconds=2,
         checkpoint_location=checkpoint_location,
     )
-    producer = DemoRawProducer({"bootstrap.servers": client} if isinstance(client, str) else client, raw_topic)
+    producer = DemoRawProducer(client_settings(client), raw_topic)
     if start_producer:
         producer.start()
     return pipeline, producer

@@ -55,6 +55,11 @@ def property_problem(name: str, value: object) -> str | None:
     return None
 
 
+def client_settings(client: str | Mapping[str, str]) -> dict[str, str]:
+    """librdkafka settings from a cluster's (resolved) settings, or from bootstrap servers alone."""
+    return {"bootstrap.servers": client} if isinstance(client, str) else dict(client)
+
+
 def env_expand(text: str, environ: Mapping[str, str], *, what: str) -> str:
     """``text`` with each ``${env.NAME}`` replaced; :class:`ClusterError` naming the variable if one is unset."""
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
+from streams.core.clusters import client_settings
 from streams.core.records import Record
 from streams.fanout.diagnosis import ClusterDiagnosis
 
@@ -54,7 +55,7 @@ class PartitionEnd:
 
 def consumer_config(client: dict[str, Any] | str, **extra: Any) -> dict[str, Any]:
     """Settings shared by every consumer Sluice makes: the cluster's (``client``), no group, no commits."""
-    cluster = {"bootstrap.servers": client} if isinstance(client, str) else client
+    cluster = client_settings(client)
     config: dict[str, Any] = {
         # librdkafka wants a group id even for assign(); it is never joined.
         "group.id": f"sluice-{uuid.uuid4().hex}",
@@ -89,7 +90,7 @@ class KafkaAccess:
         fetch_linger_seconds: float = 0.005,
         diagnosis: ClusterDiagnosis | None = None,
     ) -> None:
-        self.client = {"bootstrap.servers": client} if isinstance(client, str) else dict(client)
+        self.client: dict[str, Any] = dict(client_settings(client))
         self.diagnosis = diagnosis
         if diagnosis is not None:
             self.client.update(diagnosis.client_settings())

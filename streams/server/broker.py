@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from streams.core.clusters import client_settings
 from streams.server.processes import process_stop
 
 
@@ -80,8 +81,7 @@ class EmbeddedBroker:
 
 def topic_ensure(client: str | dict[str, str], name: str, partitions: int = 1, timeout: float = 10.0) -> None:
     """Create ``name`` if it does not exist yet (``client``: bootstrap servers, or a cluster's settings)."""
-    config = {"bootstrap.servers": client} if isinstance(client, str) else dict(client)
-    admin = AdminClient({**config, "log_level": 0})
+    admin = AdminClient({**client_settings(client), "log_level": 0})
     if name in admin.list_topics(timeout=timeout).topics:
         return
     futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
