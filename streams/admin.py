@@ -16,6 +16,7 @@ class ClusterAdmin(admin.ModelAdmin):
     readonly_fields = ["created", "updated"]
     fieldsets = [
         (None, {"fields": ["name", "description", "bootstrap_servers", "properties"]}),
+        ("Schema registry", {"fields": ["registry"]}),
         ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
     ]
 
@@ -46,16 +47,26 @@ class TopicAdmin(admin.ModelAdmin):
         "name",
         "description",
         "cluster",
+        "value_format",
+        "key_format",
         "cache_max_messages",
         "cache_max_bytes",
         "cache_max_age_seconds",
         "updated",
     ]
-    list_filter = ["cluster"]
+    list_filter = ["cluster", "value_format"]
     search_fields = ["name", "description"]
     readonly_fields = ["created", "updated"]
     fieldsets = [
         (None, {"fields": ["name", "description", "cluster", "schema"]}),
+        (
+            "Record formats",
+            {
+                "fields": ["value_format", "key_format", "registry", "value_avro_schema", "key_avro_schema"],
+                "description": "Registry formats (avro, protobuf, jsonschema) read Confluent's wire format; "
+                "values go out as compact JSON, keys are what key filters compare with.",
+            },
+        ),
         ("Cache", {"fields": ["cache_max_messages", "cache_max_bytes", "cache_max_age_seconds"]}),
         ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
     ]

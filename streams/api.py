@@ -18,7 +18,7 @@ class ClusterSerializer(ServiceSerializer):
 
     class Meta:
         model = Cluster
-        fields = ["name", "description", "bootstrap_servers", "properties", "created", "updated"]
+        fields = ["name", "description", "bootstrap_servers", "properties", "registry", "created", "updated"]
         read_only_fields = ["created", "updated"]
 
     def upsert(self, fields: dict[str, Any]) -> Cluster:
@@ -50,6 +50,11 @@ class TopicSerializer(ServiceSerializer):
             "description",
             "schema",
             "cluster",
+            "value_format",
+            "key_format",
+            "value_avro_schema",
+            "key_avro_schema",
+            "registry",
             "cache_max_messages",
             "cache_max_bytes",
             "cache_max_age_seconds",

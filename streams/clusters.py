@@ -13,6 +13,8 @@ import os
 
 from streams.conf import streams_settings
 from streams.core.clusters import DEFAULT_CLUSTER, ClusterSpec
+from streams.core.formats.record import RecordDecoder
+from streams.core.formats.spec import RecordFormats
 from streams.fanout.diagnosis import ClusterDiagnosis
 from streams.fanout.kafka import KafkaAccess
 from streams.models import Cluster, Topic
@@ -40,6 +42,11 @@ def default_cluster() -> ClusterSpec:
 def cluster_client(cluster: ClusterSpec) -> dict[str, str]:
     """The cluster's librdkafka settings with ``${env.NAME}`` resolved now (``ClusterError`` names a missing one)."""
     return cluster.client_config(os.environ)
+
+
+def record_decoder(topic: str, formats: RecordFormats) -> RecordDecoder:
+    """The decoder of ``topic``'s records, its registry's ``${env.NAME}`` references resolved now."""
+    return RecordDecoder(topic, formats, os.environ)
 
 
 def cluster_access(cluster: ClusterSpec) -> KafkaAccess:

@@ -24,6 +24,7 @@ from guards.models import Guard
 from guards.policy import GuardPolicy, PolicyError
 from streams.conf import streams_settings
 from streams.core.clusters import ClusterSpec
+from streams.core.formats.spec import FormatError, RecordFormats
 from streams.core.patterns import PatternError, pattern_compile
 from streams.core.routes import FilterSpec, RouteSpec, RouteTable
 from streams.core.schemas import (
@@ -192,6 +193,7 @@ class TopicSettings:
     limits: CacheLimits = field(default_factory=CacheLimits)
     schema: SchemaCheck | None = None
     cluster: ClusterSpec | None = None
+    formats: RecordFormats | None = None
 
 
 def topic_settings(name: str) -> TopicSettings:
@@ -208,7 +210,23 @@ def topic_settings(name: str) -> TopicSettings:
         limits,
         schema_check(topic.schema) if topic.schema is not None else None,
         topic.cluster.spec() if topic.cluster is not None else None,
+        topic_formats(topic),
     )
+
+
+def topic_formats(topic: Topic) -> RecordFormats | None:
+    """The topic's record formats; None for text (records as they are) or formats that cannot work.
+
+    A row saved through the admin, the API or a file is checked there; one that cannot
+    work all the same (its avro-inline schema was edited by hand) is reported and read as text.
+    """
+    try:
+        return topic.formats()
+    except FormatError as exc:
+        logging.getLogger("sluice.formats").error(
+            "topic %s: %s: %s; its records are read as text", topic, exc.field, exc
+        )
+        return None
 
 
 _topic_settings_read = database_sync_to_async(topic_settings)

@@ -27,6 +27,7 @@ class ClusterSection(ModelSection):
         FieldSpec("description", "description", (str,)),
         FieldSpec("bootstrap_servers", "bootstrap_servers", (str,)),
         FieldSpec("properties", "properties", (dict,)),
+        FieldSpec("registry", "registry", (str,)),
     )
 
     def upsert(self, key: str, values: dict[str, Any]) -> None:
@@ -63,6 +64,11 @@ class TopicSection(ModelSection):
         FieldSpec("description", "description", (str,)),
         FieldSpec("schema", "schema", (str, NoneType), ref=Schema),
         FieldSpec("cluster", "cluster", (str, NoneType), ref=Cluster),
+        FieldSpec("value.format", "value_format", (str,)),
+        FieldSpec("value.avro_schema", "value_avro_schema", (dict, list, str, NoneType)),
+        FieldSpec("key.format", "key_format", (str,)),
+        FieldSpec("key.avro_schema", "key_avro_schema", (dict, list, str, NoneType)),
+        FieldSpec("registry", "registry", (str,)),
         FieldSpec("cache.max_messages", "cache_max_messages", (int,)),
         FieldSpec("cache.max_bytes", "cache_max_bytes", (int,)),
         FieldSpec("cache.max_age_seconds", "cache_max_age_seconds", (int,)),

@@ -25,6 +25,8 @@ class Record:
         "offset",
         "timestamp",
         "key",
+        "match_key",
+        "problem",
         "value",
         "headers",
         "etag",
@@ -45,11 +47,18 @@ class Record:
         key: bytes | None,
         value: bytes | None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
+        match_key: bytes | None = None,
+        problem: str | None = None,
     ) -> None:
         self.partition = partition
         self.offset = offset
         self.timestamp = timestamp
+        # The raw key (ids and ``delete`` events carry it) and what key filters compare
+        # with: the key decoded by the topic's key format, else the raw key itself.
         self.key = key
+        self.match_key = key if match_key is None else match_key
+        # Why the value or key could not be decoded: such a record is never sent.
+        self.problem = problem
         self.value = value
         self.headers = tuple(headers) if headers else None
         self.etag: str | None = None
@@ -94,7 +103,9 @@ class Record:
         except KeyError:
             pass
         body: bytes | None
-        if self.value is None:
+        if self.problem is not None:
+            body = None
+        elif self.value is None:
             body = event_body(b64url_encode(self.key) if self.key is not None else "", "delete")
         else:
             try:

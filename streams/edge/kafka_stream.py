@@ -21,6 +21,7 @@ from streams.core.errors import (
     UnknownTopic,
 )
 from streams.core.filters import FilterSet
+from streams.core.formats.spec import FormatError
 from streams.core.routes import RouteSpec
 from streams.core.templating import ExpansionContext, TemplateError
 from streams.edge.access import access_log, refusal_reason
@@ -183,14 +184,14 @@ async def stream_prepare(
         raise InvalidParameter(str(exc)) from exc
     try:
         settings = await topic_settings_async(topic)
-        hub = await process_hubs().hub(topic, settings.limits, settings.schema, settings.cluster)
+        hub = await process_hubs().hub(topic, settings.limits, settings.schema, settings.cluster, settings.formats)
         plan = await hub.plan(last=last, initial=route.initial, since_ms=since_ms)
     except TopicNotFound as exc:
         raise UnknownTopic(f"topic {topic!r} does not exist") from exc
     except KafkaUnavailable as exc:
         # The cause is logged once per cluster and cause (streams.fanout.diagnosis), not per request.
         raise KafkaNotAvailable(str(exc), cause=exc.cause, headers=[(b"retry-after", b"5")]) from exc
-    except ClusterError as exc:
+    except (ClusterError, FormatError) as exc:
         raise KafkaNotAvailable(str(exc), cause="configuration") from exc
     except PositionError as exc:
         raise InvalidLastEventId(str(exc)) from exc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from channels.layers import get_channel_layer
 
-from streams.clusters import cluster_access, default_cluster
+from streams.clusters import cluster_access, default_cluster, record_decoder
 from streams.conf import streams_settings
 from streams.edge.reauthorization import Deadlines, ReauthorizationBus
 from streams.edge.reconfiguration import ConfigBus, OpenStreams
@@ -26,6 +26,7 @@ def process_hubs() -> Hubs:
             idle_seconds=streams_settings.HUB_IDLE_SECONDS,
             access_make=cluster_access,
             metadata_seconds=streams_settings.METADATA_REFRESH_SECONDS,
+            decoder_make=record_decoder,
         )
     return _hubs
 

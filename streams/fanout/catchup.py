@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from streams.core.formats.registry import RegistryUnavailable
 from streams.core.ids import progress_encode
 from streams.core.records import Record
 from streams.core.sse import checkpoint_frame
@@ -51,13 +52,13 @@ class CatchUp:
         hub, sub = self.hub, self.sub
         try:
             if snapshot:
-                self.reader = BacklogReader(hub.access, hub.topic)
+                self.reader = BacklogReader(hub.access, hub.topic, hub.record_make)
                 await self.snapshot()
             while await self.step():
                 if sub.closed.done():
                     return
                 await sub.sink.writable()
-        except KafkaUnavailable as exc:
+        except (KafkaUnavailable, RegistryUnavailable) as exc:
             logger.warning("catch-up on %s stopped: %s", hub.topic, exc)
             hub.unsubscribe(sub)
             sub.sink.abort()
@@ -112,12 +113,13 @@ class CatchUp:
             self.used_kafka = True
             hub.catch_ups_kafka += 1
         if self.reader is None:
-            self.reader = BacklogReader(hub.access, hub.topic)
+            self.reader = BacklogReader(hub.access, hub.topic, hub.record_make)
         try:
             records, reached = await self.read_backlog(cold, self.budget)
-        except KafkaUnavailable as exc:
-            # Broker down (SPEC 2.5): the stream stays open, heartbeats go on, and the read is retried.
-            logger.warning("catch-up on %s waiting for Kafka: %s", hub.topic, exc)
+        except (KafkaUnavailable, RegistryUnavailable) as exc:
+            # Broker or schema registry down (SPEC 2.5, 8): the stream stays open, heartbeats go on,
+            # and the read is retried from where the stream is.
+            logger.warning("catch-up on %s waiting: %s", hub.topic, exc)
             await hub.blocking(self.reader.close)
             self.reader = None
             await asyncio.wait([sub.closed], timeout=BACKLOG_RETRY_SECONDS)
@@ -165,7 +167,10 @@ class CatchUp:
                 if record.timestamp < (since_ms or 0):
                     continue
                 since_partitions.discard(p)
-            if not sub.filters.matches(record.key, record.headers):
+            if record.problem is not None:
+                counts.undecodable += 1  # logged when it was read; the next id carries the progress past it
+                continue
+            if not sub.filters.matches(record.match_key, record.headers):
                 counts.filtered += 1
                 continue
             if not hub.admits(sub, record):
@@ -210,7 +215,7 @@ class CatchUp:
         for index, p in enumerate(hub.partitions):
             kept = sorted([*latest[p].values(), *keyless[p]], key=lambda r: r.offset)
             for record in kept:
-                if not sub.filters.matches(record.key, record.headers) or not hub.admits(sub, record):
+                if not sub.filters.matches(record.match_key, record.headers) or not hub.admits(sub, record):
                     continue
                 progress = progress_encode(
                     {q: (end[q] if i < index else start[q]) for i, q in enumerate(hub.partitions) if q != p}

@@ -8,7 +8,7 @@ from collections import defaultdict
 class RouteCounts:
     """Per-route counters of one hub."""
 
-    __slots__ = ("bytes", "delivered", "filtered", "invalid", "schema", "schema_records", "slow")
+    __slots__ = ("bytes", "delivered", "filtered", "invalid", "schema", "schema_records", "slow", "undecodable")
 
     def __init__(self) -> None:
         self.delivered = 0  # events written to streams
@@ -18,6 +18,7 @@ class RouteCounts:
         self.schema_records = 0  # records that failed the route's schema (once per record, live feed)
         self.invalid = 0  # events that could not be sent as text
         self.slow = 0  # events in writes that overflowed a slow client (it resumes from its last id)
+        self.undecodable = 0  # events kept from a stream because the record did not decode by the topic's format
 
 
 class Dropped:
@@ -56,6 +57,7 @@ class RouteTally:
         *,
         taken: int,
         topic_rejected: int,
+        undecodable: int = 0,
         dropped: BatchDrops | None,
         passed: dict[str, int],
         live_routes: list[str],
@@ -76,6 +78,9 @@ class RouteTally:
         if topic_rejected:
             for route in live_routes:
                 self(route).schema += topic_rejected
+        if undecodable:
+            for route in live_routes:
+                self(route).undecodable += undecodable
         for route, streams in filtered_routes.items():
             if streams:
                 matched = passed.get(route, 0)

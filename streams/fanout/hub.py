@@ -25,12 +25,13 @@ from streams.fanout.cache import CacheLimits, PartitionCache, TopicCache
 from streams.fanout.catchup import CatchUp
 from streams.fanout.counts import RouteTally
 from streams.fanout.ingest import batch_fan_out
-from streams.fanout.kafka import KafkaAccess, LiveFetcher, PartitionEnd
+from streams.fanout.kafka import KafkaAccess, LiveFetcher, PartitionEnd, RecordMake
 from streams.fanout.liveset import LiveSet
 from streams.fanout.planning import StartPlan, StartPlanner
 from streams.fanout.subscriber import Subscriber
 
 if TYPE_CHECKING:
+    from streams.core.formats.record import RecordDecoder
     from streams.core.schemas import SchemaCheck
 
 logger = logging.getLogger("sluice.hub")
@@ -41,8 +42,14 @@ T = TypeVar("T")
 class TopicHub:
     """Reads one topic once for the whole process and fans it out."""
 
-    def __init__(self, topic: str, access: KafkaAccess, limits: CacheLimits) -> None:
+    def __init__(
+        self, topic: str, access: KafkaAccess, limits: CacheLimits, decoder: RecordDecoder | None = None
+    ) -> None:
         self.topic = topic
+        # Decodes the topic's records once, on the fetch threads (None: text, records as they are).
+        self.decoder = decoder
+        self.record_make: RecordMake = decoder.record if decoder is not None else Record.from_kafka
+        self.formats = decoder.formats if decoder is not None else None
         self.access = access
         self.limits = limits
         self.partitions: list[int] = []
@@ -61,6 +68,7 @@ class TopicHub:
         self.demotions = 0
         self.invalid = 0
         self.schema_invalid = 0
+        self.undecodable = 0  # records whose value or key did not decode by the topic's formats
         # Resumes whose id named offsets past the log's end (started at the end), and records
         # resumes could not have because retention removed them (started at the log's start).
         self.clamped_past_end = 0
@@ -94,7 +102,7 @@ class TopicHub:
         start = {p: max(low, high - 1) if high > low else low for p, (low, high) in marks.items()}
         self.next = dict(start)
         self.cache.reset(start)
-        self._fetcher = LiveFetcher(self.access, self.topic, start, self._from_thread)
+        self._fetcher = LiveFetcher(self.access, self.topic, start, self._from_thread, record_make=self.record_make)
         self._fetcher.start()
         try:
             await asyncio.wait_for(self.ready.wait(), timeout=self.access.timeout)
@@ -121,6 +129,11 @@ class TopicHub:
         if self._fetcher is not None:
             self._fetcher.stop()
             self._fetcher = None
+
+    @property
+    def registry_waiting(self) -> bool:
+        """Whether delivery waits for the topic's schema registry to answer."""
+        return self._fetcher is not None and self._fetcher.registry_waiting is not None
 
     def lag(self) -> dict[int, int]:
         """Records per partition the hub has yet to read: the fetch's high watermark minus the hub's position."""

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from streams.core.clusters import ClusterSpec
+from streams.core.formats.record import RecordDecoder
+from streams.core.formats.spec import RecordFormats
 from streams.fanout.cache import CacheLimits
 from streams.fanout.hub import TopicHub
 from streams.fanout.kafka import KafkaAccess
@@ -28,7 +30,10 @@ class Hubs:
         idle_seconds: float = 300.0,
         access_make: Callable[[ClusterSpec], KafkaAccess] | None = None,
         metadata_seconds: float = 30.0,
+        decoder_make: Callable[[str, RecordFormats], RecordDecoder] | None = None,
     ) -> None:
+        # Makes the decoder of a topic whose records are not plain text (resolving the registry's references).
+        self._decoder_make = decoder_make
         # How often each hub asks whether its topic gained partitions.
         self.metadata_seconds = metadata_seconds
         self._metadata_checked = time.monotonic()
@@ -61,20 +66,27 @@ class Hubs:
         return found
 
     async def hub(
-        self, topic: str, limits: CacheLimits, schema: SchemaCheck | None = None, cluster: ClusterSpec | None = None
+        self,
+        topic: str,
+        limits: CacheLimits,
+        schema: SchemaCheck | None = None,
+        cluster: ClusterSpec | None = None,
+        formats: RecordFormats | None = None,
     ) -> TopicHub:
         """The topic's hub on its cluster (None: the default one), started (and level with Kafka) on first use.
 
         ``schema`` is the topic's schema as the caller read it from the configuration:
-        a change applies from the next record the hub reads. Hubs are named by their
-        topic, and ``cluster/topic`` on clusters other than the default one.
+        a change applies from the next record the hub reads. ``formats`` says how its
+        records decode (None: plain text). Hubs are named by their topic, and
+        ``cluster/topic`` on clusters other than the default one.
         """
         access = self.cluster_access(cluster)
+        formats = formats if formats is not None and not formats.plain else None
         name = topic if cluster is None else f"{cluster.name}/{topic}"
         found = self._hubs.get(name)
-        if found is not None and found.access is not access:
-            # The cluster was reconfigured: new streams read it as it is now; the old hub serves
-            # its streams until they end.
+        if found is not None and (found.access is not access or found.formats != formats):
+            # The cluster or the topic's formats were reconfigured: new streams read it as it is
+            # now (their cache decoded anew); the old hub serves its streams until they end.
             self._retired.append(self._hubs.pop(name))
             found = None
         if found is not None:
@@ -89,7 +101,7 @@ class Hubs:
         future: asyncio.Future[TopicHub] = asyncio.get_running_loop().create_future()
         self._starting[name] = future
         try:
-            hub = TopicHub(topic, access, limits)
+            hub = TopicHub(topic, access, limits, self._decoder(topic, formats))
             hub.schema = schema
             await hub.start()
         except BaseException as exc:
@@ -103,6 +115,13 @@ class Hubs:
         if self._ticker is None:
             self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="sluice-hub-ticker")
         return hub
+
+    def _decoder(self, topic: str, formats: RecordFormats | None) -> RecordDecoder | None:
+        if formats is None:
+            return None
+        if self._decoder_make is None:
+            return RecordDecoder(topic, formats, {})
+        return self._decoder_make(topic, formats)
 
     async def _tick(self) -> None:
         while True:

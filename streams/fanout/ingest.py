@@ -40,6 +40,7 @@ def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
     # counted here per record (or per group), never per frame per stream.
     taken = 0
     topic_rejected = 0
+    undecodable = 0
     dropped: BatchDrops | None = None
     for item in batch:
         partition = item.partition
@@ -62,6 +63,10 @@ def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
         record.progress_id = progress_id = hub.progress_id
         cache_append(record)
         hub.records_in += 1
+        if record.problem is not None:
+            # Did not decode by the topic's format (logged when read): skipped, progress moves past it.
+            undecodable += 1
+            continue
         if topic_schema is not None and not topic_schema.admits(record):
             # Progress still moves past it: the next frame or checkpoint carries it.
             topic_rejected += 1
@@ -85,10 +90,10 @@ def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
                 else:
                     shared[group].append(frame)
                     shared_last[group] = progress_id
-        keyed = by_key.get(record.key) if by_key and record.key is not None else None
+        keyed = by_key.get(record.match_key) if by_key and record.match_key is not None else None
         for candidates in (any_key, keyed) if keyed else (any_key,):
             for sub in candidates:
-                if sub.filters.matches(record.key, record.headers):
+                if sub.filters.matches(record.match_key, record.headers):
                     schema = sub.schema
                     if schema is not None and not schema.admits(record):
                         dropped = dropped or BatchDrops()
@@ -123,14 +128,16 @@ def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
             counts = tally(sub.route)
             counts.delivered += len(frames)
             counts.bytes += len(data)
-    if taken or topic_rejected:
+    if taken or topic_rejected or undecodable:
         hub.schema_invalid += topic_rejected
+        hub.undecodable += undecodable
         tally.batch(
             taken=taken,
             topic_rejected=topic_rejected,
+            undecodable=undecodable,
             dropped=dropped,
             passed=passed,
-            live_routes=[sub.route for sub in live] if topic_rejected else [],
+            live_routes=[sub.route for sub in live] if topic_rejected or undecodable else [],
             filtered_routes=live.filtered_routes,
         )
 

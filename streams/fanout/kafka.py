@@ -19,10 +19,17 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from streams.core.clusters import client_settings
+from streams.core.formats.registry import RegistryUnavailable
 from streams.core.records import Record
 from streams.fanout.diagnosis import ClusterDiagnosis
 
 logger = logging.getLogger("sluice.kafka")
+
+# Makes a Record of a fetched message: as it is, or decoded by the topic's formats.
+RecordMake = Callable[[Any], Record]
+# Waits between tries of a record whose schema registry does not answer.
+REGISTRY_RETRY_FIRST_SECONDS = 0.1
+REGISTRY_RETRY_MAX_SECONDS = 2.0
 
 
 class KafkaUnavailable(Exception):
@@ -208,8 +215,12 @@ class LiveFetcher:
         start: dict[int, int],
         deliver: Callable[[list[Record | PartitionEnd]], None],
         batch_size: int = 2000,
+        record_make: RecordMake = Record.from_kafka,
     ) -> None:
         self.topic = topic
+        self._record_make = record_make
+        # Set while the topic's schema registry does not answer (delivery waits, nothing is skipped).
+        self.registry_waiting: str | None = None
         self._consumer = Consumer(consumer_config(access.client, **{"queued.max.messages.kbytes": 32768}))
         self._consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
         self._deliver = deliver
@@ -277,7 +288,10 @@ class LiveFetcher:
                 for message in messages:
                     error = message.error()
                     if error is None:
-                        batch.append(Record.from_kafka(message))
+                        record = self._record(message, batch)
+                        if record is None:
+                            return  # stopping while the registry was away
+                        batch.append(record)
                     elif error.code() == KafkaError._PARTITION_EOF:
                         batch.append(PartitionEnd(*_where(message)))
                     else:
@@ -289,13 +303,41 @@ class LiveFetcher:
         finally:
             consumer.close()
 
+    def _record(self, message: Any, batch: list[Record | PartitionEnd]) -> Record | None:
+        """The message as a record; while the schema registry is away, wait for it (None: stopping).
+
+        What the batch holds so far is delivered first, so the streams have every
+        record before the one that waits; the wait backs off, and the topic's streams
+        stay open (their heartbeats come from the loop, not from here).
+        """
+        delay = REGISTRY_RETRY_FIRST_SECONDS
+        while True:
+            try:
+                record = self._record_make(message)
+            except RegistryUnavailable as exc:
+                if self.registry_waiting is None:
+                    logger.warning("topic %s waits for its schema registry: %s", self.topic, exc)
+                self.registry_waiting = str(exc)
+                if batch:
+                    self._deliver(list(batch))
+                    batch.clear()
+                if self._stopping.wait(delay):
+                    return None
+                delay = min(delay * 2, REGISTRY_RETRY_MAX_SECONDS)
+                continue
+            if self.registry_waiting is not None:
+                logger.warning("topic %s: its schema registry answers again", self.topic)
+                self.registry_waiting = None
+            return record
+
 
 class BacklogReader:
     """A short-lived consumer that reads ranges older than the cache, in chunks."""
 
-    def __init__(self, access: KafkaAccess, topic: str) -> None:
+    def __init__(self, access: KafkaAccess, topic: str, record_make: RecordMake = Record.from_kafka) -> None:
         self.topic = topic
         self._access = access
+        self._record_make = record_make
         self._consumer: Consumer | None = None
         self._assigned: dict[int, int] = {}
         # Per partition: just past the last record (or end) this consumer handed out.
@@ -364,7 +406,8 @@ class BacklogReader:
                     positions[partition] = stops[partition]
                     pending.discard(partition)
                     continue
-                record = Record.from_kafka(message)
+                # RegistryUnavailable propagates: the catch-up waits and reads this range again.
+                record = self._record_make(message)
                 records.append(record)
                 size += record.size
                 positions[partition] = offset + 1

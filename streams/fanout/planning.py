@@ -48,32 +48,27 @@ class StartPlanner:
                 raise PositionError(
                     f"last event id names partition {unknown[0]}, but topic {hub.topic} has {len(parts)}"
                 )
-            positions = dict(last.progress)
-            if any(offset > hub.next[p] for p, offset in positions.items()):
-                await self._clamp_past_end(positions)
-            if len(positions) < len(parts) or any(positions[p] < hub.cache[p].start for p in positions):
-                lows = await self.lows()
-                for p in parts:
-                    if p in positions and positions[p] < lows[p]:
-                        # Retention removed what the id names next: start at what is left, and say so.
-                        hub.gap_records += lows[p] - positions[p]
-                        logger.warning(
-                            "resume on %s partition %d: offset %d is gone (the log starts at %d): %d records skipped",
-                            hub.topic,
-                            p,
-                            positions[p],
-                            lows[p],
-                            lows[p] - positions[p],
-                        )
-                    positions[p] = max(positions.get(p, lows[p]), lows[p])
-            return StartPlan(positions)
+            return await self._resume(dict(last.progress))
         if since_ms is not None:
             return await self._since(since_ms)
         if initial in (INITIAL_EARLIEST, INITIAL_SNAPSHOT):
             return StartPlan(await self.lows(), snapshot=initial == INITIAL_SNAPSHOT)
         return StartPlan(dict(hub.next))
 
-    async def _clamp_past_end(self, positions: dict[int, int]) -> None:
+    async def _resume(self, positions: dict[int, int]) -> StartPlan:
+        """After a last event id: Kafka is asked (once) only if the id lies past the hub or before the cache."""
+        hub = self.hub
+        ahead = any(offset > hub.next[p] for p, offset in positions.items())
+        before_cache = len(positions) < len(hub.partitions) or any(positions[p] < hub.cache[p].start for p in positions)
+        if ahead or before_cache:
+            marks = await hub.blocking(hub.access.watermarks, hub.topic, hub.partitions)
+            if ahead:
+                self._clamp_past_end(positions, marks)
+            if before_cache:
+                self._start_at_log_start(positions, {p: low for p, (low, _) in marks.items()})
+        return StartPlan(positions)
+
+    def _clamp_past_end(self, positions: dict[int, int], marks: dict[int, tuple[int, int]]) -> None:
         """Offsets past the log's end (a recreated topic, a restored cluster) start at the end.
 
         An id a little ahead of this hub can be real (another instance read further):
@@ -81,7 +76,6 @@ class StartPlanner:
         then tells the truth, and everything produced afterwards is delivered.
         """
         hub = self.hub
-        marks = await hub.blocking(hub.access.watermarks, hub.topic, hub.partitions)
         for p, offset in positions.items():
             # Some brokers report the last batch's base + 1 as the high watermark: the hub's position may be further.
             end = max(marks[p][1], hub.next[p])
@@ -95,6 +89,23 @@ class StartPlanner:
                     end,
                 )
                 positions[p] = end
+
+    def _start_at_log_start(self, positions: dict[int, int], lows: dict[int, int]) -> None:
+        """Partitions the id leaves out start at the log's start; offsets retention removed too, counted."""
+        hub = self.hub
+        for p in hub.partitions:
+            if p in positions and positions[p] < lows[p]:
+                # Retention removed what the id names next: start at what is left, and say so.
+                hub.gap_records += lows[p] - positions[p]
+                logger.warning(
+                    "resume on %s partition %d: offset %d is gone (the log starts at %d): %d records skipped",
+                    hub.topic,
+                    p,
+                    positions[p],
+                    lows[p],
+                    lows[p] - positions[p],
+                )
+            positions[p] = max(positions.get(p, lows[p]), lows[p])
 
     async def lows(self) -> dict[int, int]:
         """The first retained offset of each partition (the low watermarks)."""

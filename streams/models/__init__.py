@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
 from streams.core.clusters import property_problem
+from streams.core.formats.spec import registry_problem
 from streams.core.patterns import PatternError, pattern_compile
 from streams.core.reserved import ReservedEndpoints
 from streams.core.templating import TemplateError, template_compile
@@ -48,6 +49,12 @@ def validate_path_not_reserved(value: str) -> None:
             "choose another path.",
             code="path_reserved",
         )
+
+
+def validate_registry(value: str) -> None:
+    problem = registry_problem(value)
+    if problem is not None:
+        raise ValidationError(problem, code="registry")
 
 
 def validate_template(value: str) -> None:

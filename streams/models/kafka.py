@@ -7,7 +7,14 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 from streams.core.clusters import DEFAULT_CLUSTER, ClusterSpec
-from streams.models import KAFKA_TOPIC_NAME, _no_control, validate_cluster_properties
+from streams.core.formats.spec import FORMATS, REGISTRY_FORMATS, TEXT, FormatError, RecordFormats
+from streams.models import KAFKA_TOPIC_NAME, _no_control, validate_cluster_properties, validate_registry
+
+_FORMAT_CHOICES = list(FORMATS.items())
+_REGISTRY_HELP = (
+    "Confluent-compatible schema registry for avro, protobuf and jsonschema records, e.g. "
+    "https://${env.SR_USER}:${env.SR_PASSWORD}@registry.example.com (the password only as ${env.NAME})."
+)
 
 
 class Schema(models.Model):
@@ -69,6 +76,12 @@ class Cluster(models.Model):
             '"sasl.username": "sluice", "sasl.password": "${env.KAFKA_PASSWORD}"}. Secrets only as ${env.NAME}.'
         ),
     )
+    registry = models.CharField(
+        max_length=500,
+        blank=True,
+        validators=[validate_registry],
+        help_text=_REGISTRY_HELP + " Topics may name their own.",
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -119,6 +132,27 @@ class Topic(models.Model):
         related_name="topics",
         help_text="Blank: the cluster of the environment (KAFKA_BOOTSTRAP_SERVERS), or the embedded broker.",
     )
+    value_format = models.CharField(
+        max_length=20, choices=_FORMAT_CHOICES, default=TEXT, help_text="How values are encoded; they go out as JSON."
+    )
+    key_format = models.CharField(
+        max_length=20,
+        choices=_FORMAT_CHOICES,
+        default=TEXT,
+        help_text="How keys are encoded; key filters see them decoded.",
+    )
+    value_avro_schema = models.JSONField(
+        null=True, blank=True, help_text="The Avro writer schema of values, for the avro-inline format."
+    )
+    key_avro_schema = models.JSONField(
+        null=True, blank=True, help_text="The Avro writer schema of keys, for the avro-inline format."
+    )
+    registry = models.CharField(
+        max_length=500,
+        blank=True,
+        validators=[validate_registry],
+        help_text=_REGISTRY_HELP + " Blank: the cluster's.",
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -127,3 +161,26 @@ class Topic(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        try:
+            formats = self.formats()
+        except FormatError as exc:
+            raise ValidationError({exc.field: str(exc)}) from exc
+        if formats.uses_registry and not formats.registry:
+            needing = self.value_format if self.value_format in REGISTRY_FORMATS else self.key_format
+            raise ValidationError(
+                {"registry": f"The {needing} format reads schemas from a registry: give one here or on the cluster."}
+            )
+
+    def formats(self) -> RecordFormats:
+        """How the topic's records decode; the registry is the topic's, else its cluster's."""
+        registry = self.registry or (self.cluster.registry if self.cluster_id is not None and self.cluster else "")
+        return RecordFormats.of(
+            self.value_format,
+            self.key_format,
+            value_schema=self.value_avro_schema,
+            key_schema=self.key_avro_schema,
+            registry=registry,
+        )

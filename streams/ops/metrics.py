@@ -67,6 +67,16 @@ _TOPIC_SERIES: dict[str, tuple[str, str, Callable[[TopicHub], float]]] = {
         lambda h: h.gap_records,
     ),
     "sluice_invalid_records_total": ("counter", "Records not sent: not UTF-8 text.", lambda h: h.invalid),
+    "sluice_undecodable_records_total": (
+        "counter",
+        "Records whose value or key did not decode by the topic's format (bad bytes, unknown schema id): skipped.",
+        lambda h: h.undecodable,
+    ),
+    "sluice_registry_waiting": (
+        "gauge",
+        "1 while the topic's delivery waits for its schema registry to answer (nothing is skipped meanwhile).",
+        lambda h: int(h.registry_waiting),
+    ),
     "sluice_schema_rejected_total": (
         "counter",
         "Records that failed the topic's schema: delivered to no stream.",
@@ -74,7 +84,7 @@ _TOPIC_SERIES: dict[str, tuple[str, str, Callable[[TopicHub], float]]] = {
     ),
 }
 
-_DROP_REASONS = ("filter", "schema", "invalid", "slow_client")
+_DROP_REASONS = ("filter", "schema", "invalid", "slow_client", "undecodable")
 
 
 class HubCollector(Collector):
@@ -109,8 +119,8 @@ class HubCollector(Collector):
         sent_bytes = CounterMetricFamily("sluice_bytes_delivered", "Bytes of events written to streams.", labels=labels)
         dropped = CounterMetricFamily(
             "sluice_events_dropped",
-            "Events kept from a stream: by its filters, a schema, an unsendable value, or a write that "
-            "overflowed a slow client (which resumes from its last id).",
+            "Events kept from a stream: by its filters, a schema, an unsendable value, a write that "
+            "overflowed a slow client (which resumes from its last id), or a record that did not decode.",
             labels=[*labels, "reason"],
         )
         route_schema = CounterMetricFamily(
@@ -128,7 +138,7 @@ class HubCollector(Collector):
                 delivered.add_metric([route, topic], counts.delivered)
                 sent_bytes.add_metric([route, topic], counts.bytes)
                 route_schema.add_metric([route, topic], counts.schema_records)
-                values = (counts.filtered, counts.schema, counts.invalid, counts.slow)
+                values = (counts.filtered, counts.schema, counts.invalid, counts.slow, counts.undecodable)
                 for reason, value in zip(_DROP_REASONS, values, strict=True):
                     dropped.add_metric([route, topic, reason], value)
         yield from (open_streams, delivered, sent_bytes, dropped, route_schema)

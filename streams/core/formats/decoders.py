@@ -1,0 +1,187 @@
+"""One decoder per format: bytes in, a Python value out, on confluent-kafka's deserializers.
+
+A decoder raises :class:`~streams.core.formats.registry.Undecodable` for bytes it
+cannot read (or a schema id the registry does not know) and
+:class:`~streams.core.formats.registry.RegistryUnavailable` when the registry does
+not answer. Schemas are cached by id by the registry client, parsed Avro schemas by
+the Avro deserializer, and Protobuf message classes are compiled once per schema
+id and message index.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from streams.core.formats.registry import RegistryUnavailable, Undecodable, registry_client, registry_failure
+from streams.core.formats.spec import AVRO, AVRO_INLINE, JSON, JSONSCHEMA, PROTOBUF, FieldFormat, FormatError
+
+Decoder = Callable[[bytes], Any]
+
+
+def avro_schema_parse(text: str, *, field: str) -> Any:
+    """A parsed Avro schema (fastavro); :class:`FormatError` on ``field`` if it is not one."""
+    import fastavro
+
+    try:
+        return fastavro.parse_schema(json.loads(text))
+    except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as exc:
+        raise FormatError(field, f"not an Avro schema: {exc}") from exc
+
+
+def _is_registry_error(exc: Exception) -> bool:
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    module = type(exc).__module__
+    return isinstance(exc, (SchemaRegistryError, OSError)) or module.startswith(("httpx", "httpcore"))
+
+
+class _RegistryDecoder:
+    """Runs one of confluent-kafka's deserializers, telling registry failures from bad bytes."""
+
+    def __init__(self, url: str, topic: str, part: str) -> None:
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        self.url = url
+        self.client = registry_client(url)
+        self.context = SerializationContext(topic, MessageField.KEY if part == "key" else MessageField.VALUE)
+
+    def _run(self, deserializer: Callable[[bytes, Any], Any], data: bytes) -> Any:
+        try:
+            return deserializer(data, self.context)
+        except Exception as exc:
+            if _is_registry_error(exc):
+                raise registry_failure(exc, self.url) from exc
+            raise Undecodable(f"{type(exc).__name__}: {exc}") from exc
+
+
+class AvroDecoder(_RegistryDecoder):
+    def __init__(self, url: str, topic: str, part: str) -> None:
+        super().__init__(url, topic, part)
+        from confluent_kafka.schema_registry import topic_subject_name_strategy
+        from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+        self._deserializer = AvroDeserializer(self.client, conf={"subject.name.strategy": topic_subject_name_strategy})
+
+    def __call__(self, data: bytes) -> Any:
+        return self._run(self._deserializer, data)
+
+
+class JsonSchemaDecoder(_RegistryDecoder):
+    def __init__(self, url: str, topic: str, part: str) -> None:
+        super().__init__(url, topic, part)
+        from confluent_kafka.schema_registry import topic_subject_name_strategy
+        from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+
+        self._deserializer = JSONDeserializer(
+            None, schema_registry_client=self.client, conf={"subject.name.strategy": topic_subject_name_strategy}
+        )
+
+    def __call__(self, data: bytes) -> Any:
+        return self._run(self._deserializer, data)
+
+
+class ProtobufDecoder(_RegistryDecoder):
+    """Protobuf by schema id: the writer's message class is compiled once per (schema id, message index).
+
+    confluent-kafka's ``ProtobufDeserializer`` reads into a message class it is given;
+    here the class comes from the writer's schema, fetched by the id in the record's
+    header, so any message of any registered schema decodes, with no generated code.
+    """
+
+    def __init__(self, url: str, topic: str, part: str) -> None:
+        super().__init__(url, topic, part)
+        self._by_schema: dict[tuple[int, tuple[int, ...]], Any] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, data: bytes) -> Any:
+        from confluent_kafka.schema_registry import dual_schema_id_deserializer
+        from confluent_kafka.schema_registry.serde import SchemaId
+        from google.protobuf.json_format import MessageToDict
+
+        schema_id = SchemaId("PROTOBUF")
+        try:
+            dual_schema_id_deserializer(data, self.context, schema_id)
+        except Exception as exc:
+            raise Undecodable(f"{type(exc).__name__}: {exc}") from exc
+        where = (int(schema_id.id or 0), tuple(schema_id.message_indexes or (0,)))
+        deserializer = self._by_schema.get(where)
+        if deserializer is None:
+            deserializer = self._compile(*where)
+        return MessageToDict(self._run(deserializer, data))
+
+    def _compile(self, schema_id: int, indexes: tuple[int, ...]) -> Any:
+        from confluent_kafka.schema_registry._sync.protobuf import _resolve_named_schema
+        from confluent_kafka.schema_registry.common.protobuf import _init_pool, _str_to_proto
+        from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+        from google.protobuf.descriptor_pool import DescriptorPool
+        from google.protobuf.message_factory import GetMessageClass
+
+        try:
+            schema = self.client.get_schema(schema_id, fmt="serialized")
+            pool = DescriptorPool()
+            _init_pool(pool)
+            _resolve_named_schema(schema, self.client, pool)
+        except Exception as exc:
+            if _is_registry_error(exc):
+                raise registry_failure(exc, self.url) from exc
+            raise Undecodable(f"schema {schema_id}: {type(exc).__name__}: {exc}") from exc
+        try:
+            file_proto = _str_to_proto("default", schema.schema_str)
+            pool.Add(file_proto)
+            described = pool.FindFileByName(file_proto.name)
+            message = list(described.message_types_by_name.values())[indexes[0]]
+            for index in indexes[1:]:
+                message = message.nested_types[index]
+        except (IndexError, TypeError, ValueError) as exc:
+            raise Undecodable(f"schema {schema_id} has no message at index {list(indexes)}: {exc}") from exc
+        deserializer = ProtobufDeserializer(GetMessageClass(message), {"use.deprecated.format": False}, self.client)
+        with self._lock:
+            return self._by_schema.setdefault((schema_id, indexes), deserializer)
+
+
+class AvroInlineDecoder:
+    """Plain Avro (no header), read with the writer schema given on the topic."""
+
+    def __init__(self, schema_text: str, part: str) -> None:
+        self._schema = avro_schema_parse(schema_text, field=f"{part}_avro_schema")
+
+    def __call__(self, data: bytes) -> Any:
+        import fastavro
+
+        try:
+            return fastavro.schemaless_reader(io.BytesIO(data), self._schema, None)
+        except Exception as exc:
+            raise Undecodable(f"avro-inline: {type(exc).__name__}: {exc}") from exc
+
+
+def json_check(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError as exc:  # also UnicodeDecodeError
+        raise Undecodable(f"not JSON: {exc}") from exc
+
+
+def field_decoder(field_format: FieldFormat, topic: str, part: str, registry_url: str) -> Decoder | None:
+    """The decoder of one part (``value`` or ``key``) of a topic's records; None for text."""
+    name = field_format.name
+    if name == JSON:
+        return json_check
+    if name == AVRO_INLINE:
+        return AvroInlineDecoder(field_format.inline_schema, part)
+    if name in (AVRO, PROTOBUF, JSONSCHEMA):
+        if not registry_url:
+            raise FormatError("registry", f"{part} format {name} needs a schema registry (on the topic or its cluster)")
+        decoders: dict[str, Callable[[str, str, str], Decoder]] = {
+            AVRO: AvroDecoder,
+            PROTOBUF: ProtobufDecoder,
+            JSONSCHEMA: JsonSchemaDecoder,
+        }
+        return decoders[name](registry_url, topic, part)
+    return None
+
+
+__all__ = ["Decoder", "RegistryUnavailable", "Undecodable", "avro_schema_parse", "field_decoder"]
