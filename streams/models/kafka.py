@@ -167,6 +167,8 @@ class Topic(models.Model):
         try:
             formats = self.formats()
         except FormatError as exc:
+            if exc.field == "registry":
+                return  # the field's own validator reports it
             raise ValidationError({exc.field: str(exc)}) from exc
         if formats.uses_registry and not formats.registry:
             needing = self.value_format if self.value_format in REGISTRY_FORMATS else self.key_format

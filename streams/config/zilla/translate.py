@@ -8,6 +8,7 @@ from common.config.document import ConfigError, Document, Translation
 from streams.config.zilla.graph import ZillaGraph
 from streams.config.zilla.guards import guards_translate
 from streams.config.zilla.kafka import bootstrap_topics, kafka_cluster
+from streams.config.zilla.models import catalogs_named, topic_formats
 from streams.config.zilla.routes import kafka_routes, proxy_routes
 
 SKIP_REASONS = {
@@ -27,7 +28,6 @@ SKIP_REASONS = {
 TOP_LEVEL_SKIP = {
     "vaults": "TLS keys and certificates: runstreams --tls-cert/--tls-key",
     "telemetry": "metrics: GET /metrics (Prometheus); logs: Django logging",
-    "catalogs": "schemas: the schemas section (inline JSON Schema or a registry subject)",
 }
 
 
@@ -41,7 +41,14 @@ def zilla_translate(source: Document) -> Translation:
     if not isinstance(bindings, dict):
         raise ConfigError([source.problem(("bindings",), "bindings must be a mapping of name to binding")])
     graph = ZillaGraph(bindings)
+    catalogs = data.get("catalogs") or {}
     for key in data:
+        if key == "catalogs" and isinstance(catalogs, dict):
+            named = catalogs_named(bindings)
+            for catalog in catalogs:
+                if catalog not in named:
+                    translation.skip((key, catalog), "not named by any kafka topic's model")
+            continue  # the others are read where kafka topics name them
         if key in TOP_LEVEL_SKIP:
             translation.skip((key,), TOP_LEVEL_SKIP[key])
         elif key == "name":
@@ -55,8 +62,11 @@ def zilla_translate(source: Document) -> Translation:
     topics: list[dict[str, Any]] = []
     clusters: list[dict[str, Any]] = []
     used: set[str] = set()
+    formats: dict[str, dict[str, Any]] = {}
     for name, binding in graph.bindings.items():
         kind = graph.kind(name)
+        if kind[0] == "kafka":
+            formats.update(topic_formats(translation, catalogs if isinstance(catalogs, dict) else {}, name, binding))
         try:
             if kind == ("sse-kafka", "proxy"):
                 routes += kafka_routes(translation, graph, name, binding, len(routes))
@@ -79,6 +89,7 @@ def zilla_translate(source: Document) -> Translation:
         translation.skip(("bindings", name), SKIP_REASONS.get(kind, f"{kind[0]} {kind[1]}: no Sluice equivalent"))
     if problems:
         raise ConfigError(problems)
+    topics_with_formats(topics, formats)
     if clusters:
         out["clusters"] = clusters
     if topics:
@@ -86,3 +97,19 @@ def zilla_translate(source: Document) -> Translation:
     if routes:
         out["routes"] = routes
     return translation
+
+
+def topics_with_formats(topics: list[dict[str, Any]], formats: dict[str, dict[str, Any]]) -> None:
+    """Give the imported topics their formats; a topic with a format that no cache bootstraps is added."""
+    named = {topic["name"]: topic for topic in topics}
+    for name, fields in formats.items():
+        topic = named.get(name)
+        if topic is None:
+            topic = {"name": name}
+            topics.append(topic)
+        for key, value in fields.items():
+            part, _, field = key.partition(".")
+            if field:
+                topic.setdefault(part, {})[field] = value
+            else:
+                topic[part] = value

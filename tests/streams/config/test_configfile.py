@@ -157,6 +157,8 @@ BROKEN_FILES = [
     ("bad_choice.yaml", "4:5", "routes[0].event_id", "Value 'offset' is not a valid choice"),
     ("unknown_schema.yaml", "3:5", "topics[0].schema", "no schema named 'nowhere'"),
     ("cache_not_mapping.yaml", "3:5", "topics[0].cache", "must be a mapping, not 10000"),
+    ("bad_format.yaml", "6:5", "topics[0].registry", "the registry password is a secret"),
+    ("bad_inline_schema.yaml", "5:7", "topics[0].value.avro_schema", "not an Avro schema"),
 ]
 
 

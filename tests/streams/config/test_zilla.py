@@ -400,3 +400,69 @@ async def test_imported_proxy_route_streams_through_the_gateway(
             while sum(e.has_data for e in events) < 3:
                 events += parser.feed(await anext(chunks))
     assert [e.id for e in events if e.has_data] == ["1", "2", "3"]
+
+
+ZILLA_MODELS = """\
+name: formats
+catalogs:
+  registry:
+    type: karapace-schema-registry
+    options:
+      url: https://${{env.SR_USER}}:${{env.SR_PASSWORD}}@registry.example.com
+  local:
+    type: inline
+    options:
+      subjects:
+        scores-value:
+          schema: '{"type": "record", "name": "Score", "fields": [{"name": "n", "type": "int"}]}'
+  unused:
+    type: filesystem
+bindings:
+  cache_server:
+    type: kafka
+    kind: cache_server
+    options:
+      bootstrap: [matches, scores]
+      topics:
+        - name: matches
+          value: {model: avro, catalog: {registry: [{strategy: topic, version: latest}]}}
+          key: {model: string}
+        - name: scores
+          value: {model: avro, catalog: {local: [{subject: scores-value}]}}
+        - name: notes
+          value: {model: protobuf, catalog: {local: [{subject: notes-value}]}}
+"""
+
+
+def test_topic_models_and_catalogs_become_formats(tmp_yaml: Any) -> None:
+    path = tmp_yaml(ZILLA_MODELS)
+    translation = translate(path)
+    topics = {topic["name"]: topic for topic in translation.document.data["topics"]}
+    assert topics["matches"] == {
+        "name": "matches",
+        "value": {"format": "avro"},
+        "key": {"format": "text"},
+        "registry": "https://${env.SR_USER}:${env.SR_PASSWORD}@registry.example.com",
+    }
+    assert topics["scores"] == {
+        "name": "scores",
+        "value": {
+            "format": "avro-inline",
+            "avro_schema": {"type": "record", "name": "Score", "fields": [{"name": "n", "type": "int"}]},
+        },
+    }
+    assert "notes" not in topics
+    skipped = dict(translation.skipped)
+    assert "inline catalogs give avro" in skipped["bindings.cache_server.options.topics[2].value.catalog"]
+    assert "not named by any kafka topic" in skipped["catalogs.unused"]
+
+
+def test_topic_models_apply(db: None, tmp_yaml: Any) -> None:
+    path = tmp_yaml(ZILLA_MODELS)
+    applyconfig(path)
+    matches = Topic.objects.get(name="matches")
+    assert (matches.value_format, matches.key_format) == ("avro", "text")
+    assert matches.registry == "https://${env.SR_USER}:${env.SR_PASSWORD}@registry.example.com"
+    scores = Topic.objects.get(name="scores")
+    assert scores.value_format == "avro-inline"
+    assert scores.formats().value.inline_schema
