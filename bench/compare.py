@@ -4,7 +4,9 @@ Starts every server it measures and stops it again, all on 127.0.0.1:
 
 - **sluice**: ``manage.py runstreams`` (daphne) fed by Kafka (the embedded tansu broker) through a
   producer process, as in ``bench/fanout.py``; ``sluice-2w`` is ``runstreams --workers 2``;
-  ``sluice-uvicorn`` is the same ASGI application under uvicorn (uvloop, httptools), one process.
+  ``sluice-uvicorn`` is the same ASGI application under uvicorn (uvloop, httptools), one process;
+  ``sluice-avro`` reads the same payloads written as Avro (Confluent wire format, a loopback schema
+  registry) and sends them on as the same JSON: the cost of decoding.
 - **sse-starlette**: sse-starlette on uvicorn (``bench/peers/starlette_app.py``), an asyncio.Queue
   per client and an in-process publisher.
 - **django-eventstream**: django-eventstream on Django + Channels + daphne
@@ -66,7 +68,7 @@ from bench.lib.sseload import SseClient, Stats, clients_open, percentile  # noqa
 
 SECTION_BEGIN = "<!-- bench/compare.py{} results: begin -->"
 SECTION_END = "<!-- bench/compare.py{} results: end -->"
-SERVERS = ("sluice", "sluice-2w", "sluice-uvicorn", "sse-starlette", "django-eventstream", "nchan")
+SERVERS = ("sluice", "sluice-2w", "sluice-uvicorn", "sluice-avro", "sse-starlette", "django-eventstream", "nchan")
 SCENARIOS = ("fanout", "peak", "idle", "keyed", "volume")
 
 
@@ -427,6 +429,8 @@ async def main_async(args: argparse.Namespace) -> list[Row]:
                     server = SluiceServer(workdir, broker, workers=2)
                 elif name == "sluice-uvicorn":
                     server = SluiceServer(workdir, broker, asgi_server="uvicorn")
+                elif name == "sluice-avro":
+                    server = SluiceServer(workdir, broker, value_format="avro")
                 elif name == "sse-starlette":
                     server = StarletteServer(workdir)
                 elif name == "django-eventstream":

@@ -187,9 +187,16 @@ class SluiceServer(Server):
     name = "sluice"
     ready_on_headers = False  # the preamble's checkpoint says the stream is live
 
-    def __init__(self, tmp: Path, broker: Any, workers: int = 1, asgi_server: str = "daphne") -> None:
+    def __init__(
+        self, tmp: Path, broker: Any, workers: int = 1, asgi_server: str = "daphne", value_format: str = "text"
+    ) -> None:
         super().__init__(tmp)
         self.broker = broker
+        # "avro": the topic's values are Avro from a loopback schema registry, sent on as JSON.
+        self.value_format = value_format
+        self.registry: Any = None
+        if value_format != "text":
+            self.name = f"sluice-{value_format}"
         self.workers = workers
         self.asgi_server = asgi_server
         if workers > 1:
@@ -206,10 +213,21 @@ class SluiceServer(Server):
         db = f"sqlite:///{self.tmp}/{self.name}.sqlite3"
         self.gateway = Gateway(db, self.broker.bootstrap, self.tmp / f"{self.name}.log", self.workers, self.asgi_server)
         self.gateway.manage("migrate", "--verbosity", "0")
+        formats = ""
+        if self.value_format != "text":
+            from tests.support.schema_registry import FakeRegistry, RegistryServer
+
+            self.registry = RegistryServer(FakeRegistry())
+            self.registry.start()
+            formats = (
+                "from streams.services import topic_upsert; "
+                f"topic_upsert(name={self.topic!r}, value_format={self.value_format!r}, "
+                f"registry={self.registry.registry.url!r}); "
+            )
         self.gateway.manage(
             "shell",
             "-c",
-            "from streams.services import route_upsert; "
+            formats + "from streams.services import route_upsert; "
             f"route_upsert(path='/bench/fanout', topic={self.topic!r}); "
             f"route_upsert(path='/bench/keyed/{{key}}', topic={self.topic!r}, "
             "filters=[{'key': '${params.key}'}])",
@@ -221,13 +239,16 @@ class SluiceServer(Server):
     def stop(self) -> None:
         if self.gateway is not None:
             self.gateway.stop()
+        if self.registry is not None:
+            self.registry.stop()
         self.process = None
 
     def path(self, key: str | None) -> str:
         return "/bench/fanout" if key is None else f"/bench/keyed/{key}"
 
     def publisher(self, rate: float, count: int, size: int, keys: int) -> Child:
-        return Child(producer_main, self.broker.bootstrap, self.topic, 3, rate, count, size, 5.0, keys)
+        registry = self.registry.registry.url if self.registry is not None else ""
+        return Child(producer_main, self.broker.bootstrap, self.topic, 3, rate, count, size, 5.0, keys, registry)
 
     def broker_connections(self) -> int:
         """TCP connections from the gateway's processes to the broker's port."""

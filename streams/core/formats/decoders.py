@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from streams.core.formats.registry import RegistryUnavailable, Undecodable, registry_client, registry_failure
 from streams.core.formats.spec import AVRO, AVRO_INLINE, JSON, JSONSCHEMA, PROTOBUF, FieldFormat, FormatError
 
@@ -40,10 +42,18 @@ def _is_registry_error(exc: Exception) -> bool:
 
 
 class _RegistryDecoder:
-    """Runs one of confluent-kafka's deserializers, telling registry failures from bad bytes."""
+    """Runs one of confluent-kafka's deserializers, telling registry failures from bad bytes.
+
+    The registry client's modules load with the first topic that needs them.
+    """
 
     def __init__(self, url: str, topic: str, part: str) -> None:
+        from confluent_kafka.schema_registry import dual_schema_id_deserializer
+        from confluent_kafka.schema_registry.serde import SchemaId
         from confluent_kafka.serialization import MessageField, SerializationContext
+
+        self._schema_id = SchemaId
+        self._header_read = dual_schema_id_deserializer
 
         self.url = url
         self.client = registry_client(url)
@@ -59,15 +69,48 @@ class _RegistryDecoder:
 
 
 class AvroDecoder(_RegistryDecoder):
+    """Avro by schema id: each writer schema fetched once and parsed by confluent-kafka's ``AvroDeserializer``.
+
+    Records are read with fastavro's ``schemaless_reader``, as that deserializer
+    reads them, without its per-record rule machinery (it walks the whole schema
+    for field tags on every record: three times the cost of the read, measured by
+    ``bench/formats.py``), which data-contract rules would need and Sluice has none of.
+    """
+
     def __init__(self, url: str, topic: str, part: str) -> None:
         super().__init__(url, topic, part)
         from confluent_kafka.schema_registry import topic_subject_name_strategy
         from confluent_kafka.schema_registry.avro import AvroDeserializer
 
         self._deserializer = AvroDeserializer(self.client, conf={"subject.name.strategy": topic_subject_name_strategy})
+        self._schemas: dict[int, Any] = {}
+        from fastavro import schemaless_reader
+
+        self._read = schemaless_reader
 
     def __call__(self, data: bytes) -> Any:
-        return self._run(self._deserializer, data)
+        schema_id = self._schema_id("AVRO")
+        try:
+            payload = self._header_read(data, self.context, schema_id)
+        except Exception as exc:
+            raise Undecodable(f"{type(exc).__name__}: {exc}") from exc
+        number = int(schema_id.id or 0)
+        schema = self._schemas.get(number)
+        if schema is None:
+            schema = self._compile(number)
+        try:
+            return self._read(payload, schema, None, False)
+        except Exception as exc:
+            raise Undecodable(f"avro (schema {number}): {type(exc).__name__}: {exc}") from exc
+
+    def _compile(self, number: int) -> Any:
+        try:
+            parsed = self._deserializer._get_parsed_schema(self.client.get_schema(number))
+        except Exception as exc:
+            if _is_registry_error(exc):
+                raise registry_failure(exc, self.url) from exc
+            raise Undecodable(f"schema {number}: {type(exc).__name__}: {exc}") from exc
+        return self._schemas.setdefault(number, parsed)
 
 
 class JsonSchemaDecoder(_RegistryDecoder):
@@ -76,8 +119,11 @@ class JsonSchemaDecoder(_RegistryDecoder):
         from confluent_kafka.schema_registry import topic_subject_name_strategy
         from confluent_kafka.schema_registry.json_schema import JSONDeserializer
 
+        # The writer validated the value when it serialized it; a topic or route schema checks it again if asked.
         self._deserializer = JSONDeserializer(
-            None, schema_registry_client=self.client, conf={"subject.name.strategy": topic_subject_name_strategy}
+            None,
+            schema_registry_client=self.client,
+            conf={"subject.name.strategy": topic_subject_name_strategy, "validate": False},
         )
 
     def __call__(self, data: bytes) -> Any:
@@ -96,22 +142,21 @@ class ProtobufDecoder(_RegistryDecoder):
         super().__init__(url, topic, part)
         self._by_schema: dict[tuple[int, tuple[int, ...]], Any] = {}
         self._lock = threading.Lock()
-
-    def __call__(self, data: bytes) -> Any:
-        from confluent_kafka.schema_registry import dual_schema_id_deserializer
-        from confluent_kafka.schema_registry.serde import SchemaId
         from google.protobuf.json_format import MessageToDict
 
-        schema_id = SchemaId("PROTOBUF")
+        self._to_dict = MessageToDict
+
+    def __call__(self, data: bytes) -> Any:
+        schema_id = self._schema_id("PROTOBUF")
         try:
-            dual_schema_id_deserializer(data, self.context, schema_id)
+            self._header_read(data, self.context, schema_id)
         except Exception as exc:
             raise Undecodable(f"{type(exc).__name__}: {exc}") from exc
         where = (int(schema_id.id or 0), tuple(schema_id.message_indexes or (0,)))
         deserializer = self._by_schema.get(where)
         if deserializer is None:
             deserializer = self._compile(*where)
-        return MessageToDict(self._run(deserializer, data))
+        return self._to_dict(self._run(deserializer, data))
 
     def _compile(self, schema_id: int, indexes: tuple[int, ...]) -> Any:
         from confluent_kafka.schema_registry._sync.protobuf import _resolve_named_schema
@@ -160,8 +205,8 @@ class AvroInlineDecoder:
 
 def json_check(data: bytes) -> Any:
     try:
-        return json.loads(data)
-    except ValueError as exc:  # also UnicodeDecodeError
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
         raise Undecodable(f"not JSON: {exc}") from exc
 
 

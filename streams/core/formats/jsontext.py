@@ -1,7 +1,9 @@
 """Compact JSON text for decoded records, with Avro's logical types in their JSON form.
 
 Bytes and fixed become base64, decimals strings (exact), timestamps, dates and
-times ISO-8601 (UTC written ``Z``), UUIDs their text.
+times ISO-8601 (UTC written ``Z``), UUIDs their text. orjson writes it: a sixteenth
+of the standard library's time for a typical record (``bench/formats.py``), and
+this runs once for every record of every decoded topic.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
-import json
 import uuid
 from typing import Any
+
+import orjson
 
 
 def _default(value: Any) -> Any:
@@ -29,12 +32,12 @@ def _default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_default).encode
+_OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS
 
 
 def json_compact(value: Any) -> bytes:
     """``value`` as compact UTF-8 JSON."""
-    return _encode(value).encode("utf-8")
+    return orjson.dumps(value, default=_default, option=_OPTIONS)
 
 
 def key_text(value: Any) -> bytes:

@@ -70,10 +70,13 @@ def test_json_compact_maps_avro_logical_types() -> None:
         "id": uuid.UUID(int=1),
         "text": "é",
     }
-    assert json_compact(value) == (
-        '{"when":"2026-01-02T03:04:05Z","day":"2026-01-02","price":"1.10","raw":"AQI=",'
-        '"id":"00000000-0000-0000-0000-000000000001","text":"é"}'
-    ).encode()
+    assert (
+        json_compact(value)
+        == (
+            '{"when":"2026-01-02T03:04:05Z","day":"2026-01-02","price":"1.10","raw":"AQI=",'
+            '"id":"00000000-0000-0000-0000-000000000001","text":"é"}'
+        ).encode()
+    )
 
 
 def test_key_text_is_a_string_keys_text_and_anything_elses_json() -> None:
