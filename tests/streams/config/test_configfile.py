@@ -230,6 +230,13 @@ def test_export_then_apply_into_an_empty_database_gives_the_same_rows(db: None, 
     Route.objects.filter(path="/upstream").update(enabled=False, order=3, description="old one")
     registry = schema_upsert(name="reg", registry_url="https://registry.example.com", subject="s-value", version=2)
     topic_upsert(name="raw", schema=registry, cache_max_messages=5, description="raw feed")
+    topic_upsert(
+        name="readings",
+        value_format="avro-inline",
+        value_avro_schema={"type": "record", "name": "R", "fields": [{"name": "c", "type": "double"}]},
+        key_format="avro",
+        registry="https://${env.SR_USER}:${env.SR_PASSWORD}@registry.example.com",
+    )
     route_upsert(
         path="/raw/{league}/*",
         topic="raw",

@@ -300,3 +300,37 @@ async def test_partitions_added_to_a_topic_are_read_and_carried_in_ids() -> None
     [event] = [e for e in sink.events() if e.has_data]
     assert event.data == "on the new partition"
     assert progress_decode(event.id) == {0: 0, 1: 0, 2: 1}
+
+
+async def test_undecodable_records_are_skipped_counted_and_moved_past() -> None:
+    hub = make_hub(1)
+    sink = FakeSink()
+    hub.subscribe(Subscriber(sink, SubscriberOptions(route="/r")), StartPlan(dict(hub.next)), 0)
+    bad = Record(0, 1, 0, b"k", b"\x00\x00\x00\x00\x09garbage", problem="unknown schema id 9")
+    feed(hub, rec(0, 0, value=b'{"n":0}'), bad, rec(0, 2, value=b'{"n":2}'))
+    assert [e.data for e in sink.events() if e.has_data] == ['{"n":0}', '{"n":2}']
+    assert hub.undecodable == 1
+    assert hub.tally("/r").undecodable == 1
+    assert hub.next == {0: 3}
+    # A catch-up from the cache skips it too, and counts it for the stream's route.
+    late = FakeSink()
+    sub = Subscriber(late, SubscriberOptions(route="/late"))
+    hub.subscribe(sub, StartPlan({0: 0}), 0)
+    await asyncio.sleep(0.05)
+    assert [e.data for e in late.events() if e.has_data] == ['{"n":0}', '{"n":2}']
+    assert hub.tally("/late").undecodable == 1
+
+
+async def test_key_filters_compare_the_decoded_key() -> None:
+    hub = make_hub(1)
+    sink = FakeSink()
+    options = SubscriberOptions(filters=FilterSet((MessageFilter(key=b"m1"),)), route="/k")
+    hub.subscribe(Subscriber(sink, options), StartPlan(dict(hub.next)), 0)
+    raw_m1, raw_m2 = b"\x00\x00\x00\x03\xe9\x04m1", b"\x00\x00\x00\x03\xe9\x04m2"
+    feed(
+        hub,
+        Record(0, 0, 0, raw_m1, b'"a"', match_key=b"m1"),
+        Record(0, 1, 0, raw_m2, b'"b"', match_key=b"m2"),
+    )
+    [event] = [e for e in sink.events() if e.has_data]
+    assert event.data == '"a"'
