@@ -12,6 +12,7 @@ recreates the same routes.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +20,10 @@ from urllib.parse import urlsplit
 from common.config.section import SECTIONS
 from guards.models import Guard
 from streams.config.sections import RouteSection
+from streams.core.clusters import ClusterError
+from streams.core.formats.describe import payload_description
+from streams.core.formats.registry import registry_client
+from streams.core.formats.spec import TEXT, FormatError
 from streams.core.templating import TemplateError, template_compile
 from streams.models import Route, Topic
 
@@ -100,8 +105,12 @@ def message_payload(route: Route) -> tuple[dict[str, Any], str]:
             literal = template_compile(route.topic).is_literal
         except TemplateError:
             literal = False
-        topic = Topic.objects.filter(name=route.topic).select_related("schema").first() if literal else None
+        topic = Topic.objects.filter(name=route.topic).select_related("schema", "cluster").first() if literal else None
         schema = topic.schema if topic is not None else None
+        if schema is None and topic is not None and topic.value_format != TEXT:
+            decoded = decoded_payload(topic)
+            if decoded is not None:
+                return decoded, "application/json"
     if schema is None:
         return {"type": "string", "description": "The record's value, as UTF-8 text."}, "text/plain"
     if schema.json_schema is not None:
@@ -110,6 +119,24 @@ def message_payload(route: Route) -> tuple[dict[str, Any], str]:
     version = f" version {schema.version}" if schema.version else ""
     description = f"JSON validated against subject {schema.subject}{version} of {schema.registry_url}."
     return {"description": description}, "application/json"
+
+
+def decoded_payload(topic: Topic) -> dict[str, Any] | None:
+    """What pages receive from a topic whose values Sluice decodes (Avro, Protobuf, JSON Schema) as JSON Schema."""
+    try:
+        formats = topic.formats()
+        url = formats.registry_url(os.environ) if formats.uses_registry else ""
+    except (FormatError, ClusterError):
+        return None
+
+    def latest(subject: str, fmt: str | None) -> tuple[str, str] | None:
+        try:
+            found = registry_client(url).get_latest_version(subject, fmt=fmt).schema
+        except Exception:  # an unreachable registry or a missing subject: described by format and subject
+            return None
+        return str(found.schema_type or "AVRO"), str(found.schema_str)
+
+    return payload_description(formats, topic.name, latest)
 
 
 def asyncapi_document(*, base_url: str) -> dict[str, Any]:

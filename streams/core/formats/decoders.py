@@ -159,25 +159,16 @@ class ProtobufDecoder(_RegistryDecoder):
         return self._to_dict(self._run(deserializer, data))
 
     def _compile(self, schema_id: int, indexes: tuple[int, ...]) -> Any:
-        from confluent_kafka.schema_registry._sync.protobuf import _resolve_named_schema
-        from confluent_kafka.schema_registry.common.protobuf import _init_pool, _str_to_proto
         from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
-        from google.protobuf.descriptor_pool import DescriptorPool
         from google.protobuf.message_factory import GetMessageClass
 
         try:
-            schema = self.client.get_schema(schema_id, fmt="serialized")
-            pool = DescriptorPool()
-            _init_pool(pool)
-            _resolve_named_schema(schema, self.client, pool)
+            described = protobuf_file(self.client, self.client.get_schema(schema_id, fmt="serialized"))
         except Exception as exc:
             if _is_registry_error(exc):
                 raise registry_failure(exc, self.url) from exc
             raise Undecodable(f"schema {schema_id}: {type(exc).__name__}: {exc}") from exc
         try:
-            file_proto = _str_to_proto("default", schema.schema_str)
-            pool.Add(file_proto)
-            described = pool.FindFileByName(file_proto.name)
             message = list(described.message_types_by_name.values())[indexes[0]]
             for index in indexes[1:]:
                 message = message.nested_types[index]
@@ -186,6 +177,24 @@ class ProtobufDecoder(_RegistryDecoder):
         deserializer = ProtobufDeserializer(GetMessageClass(message), {"use.deprecated.format": False}, self.client)
         with self._lock:
             return self._by_schema.setdefault((schema_id, indexes), deserializer)
+
+
+def protobuf_file(client: Any, schema: Any) -> Any:
+    """The ``FileDescriptor`` of a registry Protobuf schema (asked for with ``fmt="serialized"``), references and all.
+
+    Built as confluent-kafka's Protobuf deserializer builds it: the well-known types
+    first, then the schema's references from the registry, then the file itself.
+    """
+    from confluent_kafka.schema_registry._sync.protobuf import _resolve_named_schema
+    from confluent_kafka.schema_registry.common.protobuf import _init_pool, _str_to_proto
+    from google.protobuf.descriptor_pool import DescriptorPool
+
+    pool = DescriptorPool()
+    _init_pool(pool)
+    _resolve_named_schema(schema, client, pool)
+    file_proto = _str_to_proto("default", schema.schema_str)
+    pool.Add(file_proto)
+    return pool.FindFileByName(file_proto.name)
 
 
 class AvroInlineDecoder:

@@ -224,3 +224,21 @@ def test_asyncapi_errors_point_into_the_document(db: None, tmp_yaml: Any) -> Non
 def test_asyncapi_2_is_refused(db: None, tmp_yaml: Any) -> None:
     with pytest.raises(CommandError, match=r"config\.yaml:1:1: asyncapi: only AsyncAPI 3 documents"):
         applyconfig(tmp_yaml("asyncapi: 2.6.0\ninfo: {title: t, version: '1'}\nchannels: {}\n"))
+
+
+def test_decoded_payloads_are_described(db: None) -> None:
+    from streams.services import route_upsert, topic_upsert
+
+    schema = {"type": "record", "name": "Reading", "fields": [{"name": "celsius", "type": "double"}]}
+    topic_upsert(name="readings", value_format="avro-inline", value_avro_schema=schema)
+    topic_upsert(name="orders", value_format="avro", registry="http://127.0.0.1:9")  # nothing answers there
+    route_upsert(path="/readings", topic="readings")
+    route_upsert(path="/orders", topic="orders")
+    document = asyncapi_get()
+    messages = {channel["address"]: channel["messages"]["message"] for channel in document["channels"].values()}
+    assert messages["/readings"]["contentType"] == "application/json"
+    assert messages["/readings"]["payload"]["properties"] == {"celsius": {"type": "number"}}
+    assert messages["/orders"]["payload"]["x-sluice-format"] == "avro"
+    assert "orders-value" in messages["/orders"]["payload"]["description"]
+    report = asyncapi_validate(document)
+    assert report["valid"], report
