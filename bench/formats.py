@@ -98,6 +98,21 @@ def encoded(kind: str, url: str, count: int) -> list[bytes]:
         return [json.dumps(value(n), separators=(",", ":")).encode() for n in range(count)]
     client = SchemaRegistryClient({"url": url})
     context = SerializationContext("bench", MessageField.VALUE)
+    if kind == "protobuf":
+        from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+        from tests.support.protobuf_messages import Match
+
+        serialize_proto = ProtobufSerializer(Match, client, {"use.deprecated.format": False})
+        out = []
+        for n in range(count):
+            fields = value(n)
+            message = Match(id=fields["match"], scorers=fields["scorers"], minute=fields["minute"], attendance=n)
+            message.home.name, message.home.goals = fields["home"]["name"], fields["home"]["goals"]
+            if fields["note"]:
+                message.note = fields["note"]
+            out.append(bytes(serialize_proto(message, context)))
+        return out
     if kind == "avro":
         serialize = AvroSerializer(client, json.dumps(AVRO_SCHEMA))
     elif kind == "jsonschema":
@@ -148,7 +163,7 @@ async def main() -> None:
     with registry_running() as registry:
         url = registry.registry.url
         rows = []
-        for kind in ("text", "avro", "jsonschema"):
+        for kind in ("text", "avro", "protobuf", "jsonschema"):
             data = encoded(kind, url, args.records)
             messages = [Message(n % 3, n // 3, d) for n, d in enumerate(data)]
             decoder = decoder_for(kind, url)
