@@ -63,6 +63,26 @@ def test_topic_with_schema_and_a_schema_in_use_is_not_deleted(api: Client) -> No
     assert "schema" in unknown.json()
 
 
+def test_topic_formats(api: Client) -> None:
+    registry = "https://${env.SR_USER}:${env.SR_PASSWORD}@registry.example.com"
+    created = post(api, "/api/topics/", {"name": "orders", "value_format": "avro", "registry": registry})
+    assert created.status_code == 201, created.content
+    assert created.json()["registry"] == registry  # references, never a secret
+    assert Topic.objects.get(name="orders").formats().uses_registry
+    secret = post(api, "/api/topics/", {"name": "t1", "value_format": "avro", "registry": "https://u:pw@sr.test"})
+    assert secret.status_code == 400
+    assert "secret" in secret.json()["registry"][0]
+    unknown = post(api, "/api/topics/", {"name": "t2", "value_format": "xml"})
+    assert unknown.status_code == 400
+    assert set(unknown.json()) == {"value_format"}
+    no_registry = post(api, "/api/topics/", {"name": "t3", "key_format": "protobuf"})
+    assert no_registry.status_code == 400
+    assert "registry" in no_registry.json()
+    inline = post(api, "/api/topics/", {"name": "t4", "value_format": "avro-inline"})
+    assert inline.status_code == 400
+    assert "value_avro_schema" in inline.json()
+
+
 def test_route_with_nested_filters(api: Client) -> None:
     body = {
         "path": "/scores/{match}",
