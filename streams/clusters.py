@@ -58,6 +58,7 @@ def cluster_access(cluster: ClusterSpec) -> KafkaAccess:
         timeout=streams_settings.KAFKA_TIMEOUT,
         backlog_readers=streams_settings.BACKLOG_READERS,
         fetch_linger_seconds=streams_settings.FETCH_LINGER_MS / 1000,
+        fetch_wait_ms=streams_settings.FETCH_WAIT_MS or None,
         diagnosis=ClusterDiagnosis(cluster.name, tls_configured=tls),
     )
 

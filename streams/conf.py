@@ -21,9 +21,13 @@ class StreamsSettings:
     KAFKA_TIMEOUT: float = 5.0
     # Seconds the route table is reused before it is read again from the database.
     ROUTE_CACHE_SECONDS: float = 1.0
-    # After the first new record, how long the topic fetcher waits for more to batch
-    # (bounds the latency it adds; larger batches mean fewer writes per client).
+    # When a fetch brings many records (the topic is busy), how long the fetcher waits for more to
+    # batch (bounds the latency it adds; larger batches mean fewer writes per client). A fetch
+    # that brings one record or a few is sent at once.
     FETCH_LINGER_MS: float = 5.0
+    # fetch.wait.max.ms of the live fetchers; 0 fits it to the broker (2 ms for brokers that hold a
+    # waiting fetch to its end, like the embedded tansu; 100 ms for Kafka, which answers at once).
+    FETCH_WAIT_MS: float = 0.0
     # How often each topic is asked whether it gained partitions (new ones are read from their start).
     METADATA_REFRESH_SECONDS: float = 30.0
     # A topic with no open stream for this long releases its consumer and cache.

@@ -132,12 +132,14 @@ def probe_main(conn: Any, bootstrap: str, topic: str, partitions: int, count: in
     """A bare Kafka consumer with the gateway's fetch settings: the latency of the broker path alone."""
     from confluent_kafka import Consumer, TopicPartition
 
+    from streams.fanout.pacing import HOLDING_WAIT_MS
+
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-probe-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
-            "fetch.wait.max.ms": 50,
+            "fetch.wait.max.ms": HOLDING_WAIT_MS,  # the gateway's fetch wait on the embedded broker
             "log_level": 0,
         }
     )

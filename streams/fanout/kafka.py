@@ -22,6 +22,7 @@ from streams.core.clusters import client_settings
 from streams.core.formats.registry import RegistryUnavailable
 from streams.core.records import Record
 from streams.fanout.diagnosis import ClusterDiagnosis
+from streams.fanout.pacing import Linger, fetch_wait_ms
 
 logger = logging.getLogger("sluice.kafka")
 
@@ -70,7 +71,7 @@ def consumer_config(client: dict[str, Any] | str, **extra: Any) -> dict[str, Any
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "enable.partition.eof": True,
-        "fetch.wait.max.ms": 50,
+        "fetch.wait.max.ms": 100,
         "socket.keepalive.enable": True,
         # Records of aborted transactions are never delivered (librdkafka's default, stated).
         "isolation.level": "read_committed",
@@ -96,6 +97,7 @@ class KafkaAccess:
         backlog_readers: int = 4,
         fetch_linger_seconds: float = 0.005,
         diagnosis: ClusterDiagnosis | None = None,
+        fetch_wait_ms: float | None = None,
     ) -> None:
         self.client: dict[str, Any] = dict(client_settings(client))
         self.diagnosis = diagnosis
@@ -103,6 +105,10 @@ class KafkaAccess:
             self.client.update(diagnosis.client_settings())
         self.timeout = timeout
         self.fetch_linger_seconds = fetch_linger_seconds
+        # fetch.wait.max.ms as configured (None: fitted to the broker, see streams.fanout.pacing).
+        self.fetch_wait_configured = fetch_wait_ms
+        # The cluster id the brokers report (known after the first metadata answer).
+        self.cluster_id: str | None = None
         self.executor = ThreadPoolExecutor(max_workers=2 + backlog_readers, thread_name_prefix="sluice-kafka")
         self._lookup: Consumer | None = None
         self._lookup_lock = threading.Lock()
@@ -113,6 +119,11 @@ class KafkaAccess:
             if self._lookup is None:
                 self._lookup = Consumer(consumer_config(self.client))
             return self._lookup
+
+    @property
+    def fetch_wait_ms(self) -> int:
+        """``fetch.wait.max.ms`` of the live fetchers: as configured, else fitted to the broker."""
+        return fetch_wait_ms(self.fetch_wait_configured, self.cluster_id)
 
     @property
     def bootstrap(self) -> str:
@@ -141,6 +152,7 @@ class KafkaAccess:
         except KafkaException as exc:
             raise self.unavailable(str(exc)) from exc
         self.answered()
+        self.cluster_id = metadata.cluster_id
         described = metadata.topics.get(topic)
         if described is None or (
             described.error is not None
@@ -221,14 +233,18 @@ class LiveFetcher:
         self._record_make = record_make
         # Set while the topic's schema registry does not answer (delivery waits, nothing is skipped).
         self.registry_waiting: str | None = None
-        self._consumer = Consumer(consumer_config(access.client, **{"queued.max.messages.kbytes": 32768}))
+        self._consumer = Consumer(
+            consumer_config(
+                access.client, **{"queued.max.messages.kbytes": 32768, "fetch.wait.max.ms": access.fetch_wait_ms}
+            )
+        )
         self._consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
         self._deliver = deliver
         self._batch_size = batch_size
         self._partitions = sorted(start)
         # High watermark per partition as last seen by the fetch (replaced whole, read by any thread).
         self.high_watermarks: dict[int, int] = {}
-        self._linger = access.fetch_linger_seconds
+        self._linger = Linger(access.fetch_linger_seconds)
         # Partitions added to the topic while it is read, to assign on the fetch thread.
         self._added: list[TopicPartition] = []
         self._added_lock = threading.Lock()
@@ -277,13 +293,17 @@ class LiveFetcher:
                         added, self._added = self._added, []
                     consumer.incremental_assign(added)
                     self._partitions = sorted({*self._partitions, *(tp.partition for tp in added)})
-                # Wait for the first record only, then take what arrives within the
-                # linger: a record waits at most that long for company, and a busy
-                # topic still gets large batches (one write per client per batch).
+                # Wait for the first record, take what the fetch brought with it, and
+                # linger for more only when that was many: a record alone goes out at
+                # once, and a busy topic still gets large batches (one write per client
+                # per batch).
                 first = consumer.poll(0.1)
                 if first is None:
                     continue
-                messages = [first, *consumer.consume(num_messages=self._batch_size - 1, timeout=self._linger)]
+                messages = [first, *consumer.consume(num_messages=self._batch_size - 1, timeout=0)]
+                linger = self._linger.after(sum(1 for m in messages if m.error() is None))
+                if linger and len(messages) < self._batch_size:
+                    messages += consumer.consume(num_messages=self._batch_size - len(messages), timeout=linger)
                 batch: list[Record | PartitionEnd] = []
                 for message in messages:
                     error = message.error()

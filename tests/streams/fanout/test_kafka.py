@@ -77,15 +77,17 @@ class FakeConsumer:
     failing: bool = False
     assigned: list[list[tuple[int, int]]] = field(default_factory=list)
     closed: bool = False
+    consume_timeouts: list[float] = field(default_factory=list)
 
     def assign(self, partitions: list[Any]) -> None:
         self.assigned.append([(tp.partition, tp.offset) for tp in partitions])
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        self.consume_timeouts.append(timeout)
         return self.batches.popleft() if self.batches else []
 
     def poll(self, timeout: float = -1) -> Message | None:
-        batch = self.consume()
+        batch = self.batches.popleft() if self.batches else []
         if not batch:
             return None
         first, rest = batch[0], batch[1:]
@@ -96,7 +98,7 @@ class FakeConsumer:
     def list_topics(self, topic: str, timeout: float = -1) -> Any:
         if self.failing:
             raise KafkaException(KafkaError(KafkaError._TRANSPORT))
-        return type("Metadata", (), {"topics": self.topics})()
+        return type("Metadata", (), {"topics": self.topics, "cluster_id": "kafka-cluster"})()
 
     def get_watermark_offsets(self, tp: Any, timeout: float = -1, cached: bool = False) -> tuple[int, int]:
         if self.failing:
@@ -234,3 +236,48 @@ async def test_live_fetcher_hands_records_and_partition_ends_to_the_loop(consume
     assert isinstance(batch[0], Record)
     assert batch[0].key == b"a"
     assert live.closed
+
+
+@pytest.mark.parametrize(("records", "lingered"), [(1, False), (3, False), (4, True), (40, True)])
+async def test_live_fetcher_lingers_only_when_a_fetch_brings_many(
+    consumers: list[FakeConsumer], records: int, lingered: bool
+) -> None:
+    """A record alone goes out at once; a fetch that brought many waits for more (one write per batch)."""
+    access = KafkaAccess("k:9092", timeout=1.0, fetch_linger_seconds=0.004)
+    got = threading.Event()
+    fetcher = LiveFetcher(access, "scores", {0: 0}, lambda batch: got.set())
+    try:
+        live = consumers[-1]
+        live.marks = {0: (0, records)}
+        live.batches.append([Message(0, n) for n in range(records)])
+        fetcher.start()
+        assert got.wait(5), "no batch delivered"
+    finally:
+        fetcher.stop()
+        access.close()
+    # The first consume after the poll takes only what is queued; a second one lingers.
+    assert live.consume_timeouts[0] == 0
+    assert (0.004 in live.consume_timeouts) is lingered
+
+
+def test_fetch_wait_is_fitted_to_the_broker() -> None:
+    from streams.fanout.pacing import ANSWERING_WAIT_MS, HOLDING_WAIT_MS, fetch_wait_ms
+
+    assert fetch_wait_ms(None, "tansu_cluster") == HOLDING_WAIT_MS
+    assert fetch_wait_ms(None, "lkc-abc123") == ANSWERING_WAIT_MS
+    assert fetch_wait_ms(None, None) == ANSWERING_WAIT_MS
+    assert fetch_wait_ms(7, "tansu_cluster") == 7  # told: the setting wins
+
+
+async def test_live_fetcher_fetch_wait_follows_the_cluster(consumers: list[FakeConsumer]) -> None:
+    access = KafkaAccess("k:9092", timeout=1.0)
+    try:
+        consumers_made = len(consumers)
+        access.cluster_id = "tansu_cluster"
+        LiveFetcher(access, "scores", {0: 0}, lambda batch: None)
+        assert consumers[consumers_made].config["fetch.wait.max.ms"] == 2
+        access.cluster_id = "a-kafka-cluster"
+        LiveFetcher(access, "scores", {0: 0}, lambda batch: None)
+        assert consumers[consumers_made + 1].config["fetch.wait.max.ms"] == 100
+    finally:
+        access.close()
