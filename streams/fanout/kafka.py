@@ -22,7 +22,7 @@ from streams.core.clusters import client_settings
 from streams.core.formats.registry import RegistryUnavailable
 from streams.core.records import Record
 from streams.fanout.diagnosis import ClusterDiagnosis
-from streams.fanout.pacing import Linger, fetch_wait_ms
+from streams.fanout.pacing import FetchWait, Linger, fetch_wait_ms
 
 logger = logging.getLogger("sluice.kafka")
 
@@ -233,12 +233,12 @@ class LiveFetcher:
         self._record_make = record_make
         # Set while the topic's schema registry does not answer (delivery waits, nothing is skipped).
         self.registry_waiting: str | None = None
-        self._consumer = Consumer(
-            consumer_config(
-                access.client, **{"queued.max.messages.kbytes": 32768, "fetch.wait.max.ms": access.fetch_wait_ms}
-            )
-        )
-        self._consumer.assign([TopicPartition(topic, p, o) for p, o in start.items()])
+        self._client = access.client
+        # The fetch wait while records flow, and while the topic is quiet (see streams.fanout.pacing).
+        self._wait = FetchWait(access.fetch_wait_ms)
+        # Per partition, the next offset to fetch: where a remade consumer starts.
+        self._next = dict(start)
+        self._consumer = self._consumer_make(self._wait.busy_ms)
         self._deliver = deliver
         self._batch_size = batch_size
         self._partitions = sorted(start)
@@ -253,6 +253,25 @@ class LiveFetcher:
 
     def start(self) -> None:
         self._thread.start()
+
+    @property
+    def fetch_wait_ms(self) -> int:
+        """The fetch wait of the consumer in use now."""
+        return self._wait.current_ms
+
+    def _consumer_make(self, wait_ms: int) -> Consumer:
+        consumer = Consumer(
+            consumer_config(self._client, **{"queued.max.messages.kbytes": 32768, "fetch.wait.max.ms": wait_ms})
+        )
+        consumer.assign([TopicPartition(self.topic, p, o) for p, o in self._next.items()])
+        self._wait.current_ms = wait_ms
+        return consumer
+
+    def _consumer_remake(self, consumer: Consumer, wait_ms: int) -> Consumer:
+        """The same reads with another fetch wait (librdkafka cannot change it on a running consumer)."""
+        consumer.close()
+        self._consumer = self._consumer_make(wait_ms)
+        return self._consumer
 
     def partitions_add(self, starts: dict[int, int]) -> None:
         """Read these new partitions too, from these offsets (assigned by the fetch thread, between polls)."""
@@ -282,6 +301,7 @@ class LiveFetcher:
     def _run(self) -> None:
         consumer = self._consumer
         noted = 0.0
+        self._wait.when_records(time.monotonic())  # the quiet clock starts now
         try:
             while not self._stopping.is_set():
                 now = time.monotonic()
@@ -293,15 +313,20 @@ class LiveFetcher:
                         added, self._added = self._added, []
                     consumer.incremental_assign(added)
                     self._partitions = sorted({*self._partitions, *(tp.partition for tp in added)})
+                    self._next.update({tp.partition: tp.offset for tp in added})
                 # Wait for the first record, take what the fetch brought with it, and
                 # linger for more only when that was many: a record alone goes out at
                 # once, and a busy topic still gets large batches (one write per client
                 # per batch).
                 first = consumer.poll(0.1)
                 if first is None:
+                    wait = self._wait.when_idle(now)
+                    if wait is not None:
+                        consumer = self._consumer_remake(consumer, wait)
                     continue
                 messages = [first, *consumer.consume(num_messages=self._batch_size - 1, timeout=0)]
-                linger = self._linger.after(sum(1 for m in messages if m.error() is None))
+                records = sum(1 for m in messages if m.error() is None)
+                linger = self._linger.after(records)
                 if linger and len(messages) < self._batch_size:
                     messages += consumer.consume(num_messages=self._batch_size - len(messages), timeout=linger)
                 batch: list[Record | PartitionEnd] = []
@@ -312,16 +337,23 @@ class LiveFetcher:
                         if record is None:
                             return  # stopping while the registry was away
                         batch.append(record)
+                        self._next[record.partition] = record.offset + 1
                     elif error.code() == KafkaError._PARTITION_EOF:
-                        batch.append(PartitionEnd(*_where(message)))
+                        end = PartitionEnd(*_where(message))
+                        batch.append(end)
+                        self._next[end.partition] = max(self._next.get(end.partition, 0), end.offset)
                     else:
                         logger.warning("fetch from %s: %s", self.topic, error)
                 if batch:
                     self._deliver(batch)
+                if records:
+                    wait = self._wait.when_records(time.monotonic())
+                    if wait is not None:
+                        consumer = self._consumer_remake(consumer, wait)
         except Exception:  # a dead fetcher must be loud, not silent
             logger.exception("live fetcher for %s stopped", self.topic)
         finally:
-            consumer.close()
+            self._consumer.close()
 
     def _record(self, message: Any, batch: list[Record | PartitionEnd]) -> Record | None:
         """The message as a record; while the schema registry is away, wait for it (None: stopping).

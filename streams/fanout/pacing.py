@@ -7,7 +7,10 @@ Two settings trade latency against work per delivery, and neither has one right 
   saves empty round trips. Some brokers (tansu, the embedded broker) hold it to the end
   whatever arrives: a record then waits half the setting on average. The wait is fitted
   to the broker: short where it holds fetches, long where it answers early, unless
-  ``SLUICE_FETCH_WAIT_MS`` says otherwise.
+  ``SLUICE_FETCH_WAIT_MS`` says otherwise. A short wait means a fetch round trip every
+  few milliseconds, so a topic that has been quiet for :data:`QUIET_SECONDS` goes back to
+  the long wait (:class:`FetchWait`) until its next record: idle topics cost next to
+  nothing, and only the first record after a quiet spell waits longer.
 - the linger: after a record, how long to wait for more before writing to the streams.
   Batching is what keeps the cost per delivery low under load (one write per stream per
   batch), but when records come one at a time it is only delay. :class:`Linger` sends at
@@ -24,6 +27,8 @@ HOLDING_WAIT_MS = 2
 ANSWERING_WAIT_MS = 100
 # Records a fetch must bring at once before the fetcher lingers for more: fewer is not load.
 BUSY_RECORDS = 4
+# A topic without records for this long is quiet: its fetch goes back to the long wait.
+QUIET_SECONDS = 2.0
 
 
 def broker_holds_fetches(cluster_id: str | None) -> bool:
@@ -49,3 +54,31 @@ class Linger:
     def after(self, records: int) -> float:
         """Seconds to wait for more records after a fetch that brought ``records``."""
         return self.seconds if records >= BUSY_RECORDS else 0.0
+
+
+class FetchWait:
+    """The fetch wait of one topic: ``busy_ms`` while records flow, :data:`ANSWERING_WAIT_MS` once it is quiet.
+
+    Only a broker that holds fetches gets a short wait; on the others both are the same and
+    nothing ever changes. ``when_idle`` and ``when_records`` say when the fetcher should
+    remake its consumer with another wait (None: keep it).
+    """
+
+    __slots__ = ("busy_ms", "current_ms", "last_record", "quiet_ms")
+
+    def __init__(self, busy_ms: int) -> None:
+        self.busy_ms = busy_ms
+        self.quiet_ms = max(busy_ms, ANSWERING_WAIT_MS)
+        self.current_ms = busy_ms
+        self.last_record = 0.0
+
+    def when_idle(self, now: float) -> int | None:
+        """A poll found nothing: the quiet wait, if the topic has just become quiet."""
+        if self.current_ms != self.quiet_ms and now - self.last_record >= QUIET_SECONDS:
+            return self.quiet_ms
+        return None
+
+    def when_records(self, now: float) -> int | None:
+        """Records arrived: the busy wait, if the topic was quiet."""
+        self.last_record = now
+        return self.busy_ms if self.current_ms != self.busy_ms else None

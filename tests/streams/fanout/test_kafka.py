@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -281,3 +282,46 @@ async def test_live_fetcher_fetch_wait_follows_the_cluster(consumers: list[FakeC
         assert consumers[consumers_made + 1].config["fetch.wait.max.ms"] == 100
     finally:
         access.close()
+
+
+def test_fetch_wait_goes_long_when_quiet_and_short_with_records() -> None:
+    from streams.fanout.pacing import QUIET_SECONDS, FetchWait
+
+    wait = FetchWait(2)
+    assert wait.when_records(100.0) is None  # busy already
+    assert wait.when_idle(100.0 + QUIET_SECONDS / 2) is None
+    assert wait.when_idle(100.0 + QUIET_SECONDS) == 100
+    wait.current_ms = 100
+    assert wait.when_idle(200.0) is None  # quiet already
+    assert wait.when_records(201.0) == 2
+    answering = FetchWait(100)  # a broker that answers early: one wait, never remade
+    assert answering.when_idle(1e9) is None
+    assert answering.when_records(1e9) is None
+
+
+async def test_quiet_topic_remakes_its_consumer_from_where_it_was(
+    consumers: list[FakeConsumer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streams.fanout import pacing
+
+    monkeypatch.setattr(pacing, "QUIET_SECONDS", 0.0)
+    access = KafkaAccess("k:9092", timeout=1.0, fetch_linger_seconds=0.0)
+    access.cluster_id = "tansu_cluster"
+    got = threading.Event()
+    fetcher = LiveFetcher(access, "scores", {0: 3}, lambda batch: got.set())
+    try:
+        first = consumers[-1]
+        first.marks = {0: (0, 5)}
+        first.batches.append([Message(0, 3), Message(0, 4)])
+        fetcher.start()
+        assert got.wait(5), "no batch delivered"
+        deadline = time.monotonic() + 5
+        while fetcher.fetch_wait_ms != 100 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        fetcher.stop()
+        access.close()
+    assert fetcher.fetch_wait_ms == 100
+    assert first.closed
+    quiet = next(c for c in consumers if c.config.get("fetch.wait.max.ms") == 100)
+    assert quiet.assigned == [[(0, 5)]]  # on from the next offset, nothing read twice or skipped
