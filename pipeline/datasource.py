@@ -6,12 +6,17 @@ keeps its per-partition offsets in the query's checkpoint. ``df.write.format("sl
 produces the ``value``, ``key`` and ``headers`` columns to the ``topic`` option's topic, or to
 each row's ``topic`` column.
 
+Reads decode values by the ``value.format`` option (the source topic's format, see
+:class:`ValueDecoding`): the ``value`` column then holds each record's JSON text.
+
 No Django import here: Spark's Python workers load this module on their own.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +35,13 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from streams.core.formats.record import RecordDecoder
+from streams.core.formats.registry import RegistryUnavailable
+from streams.core.formats.spec import JSON, TEXT, FormatError, RecordFormats
+from streams.core.records import Record
+
+logger = logging.getLogger("sluice.pipeline")
+
 FORMAT_NAME = "sluice-kafka"
 KAFKA_SCHEMA = (
     "key binary, value binary, headers array<struct<key: string, value: binary>>,"
@@ -47,6 +59,13 @@ _ARROW_SCHEMA = pa.schema(
     ]
 )
 _ARROW_BATCH_ROWS = 20_000
+# Options of a read's value format (Spark hands option names over lower-cased: these are lower case).
+VALUE_FORMAT_OPTION = "value.format"
+VALUE_AVRO_SCHEMA_OPTION = "value.avro_schema"
+REGISTRY_OPTION = "registry"
+# A registry that does not answer is waited for: first this long, doubling up to the maximum, for as long as it takes.
+REGISTRY_RETRY_FIRST_SECONDS = 0.5
+REGISTRY_RETRY_MAX_SECONDS = 10.0
 
 
 class KafkaReadError(RuntimeError):
@@ -148,11 +167,111 @@ def _headers(message: Message) -> list[dict[str, Any]]:
     return [{"key": item[0], "value": item[1]} for item in (message.headers() or [])]
 
 
+def value_formats(options: dict[str, str]) -> RecordFormats | None:
+    """The formats a read decodes values by; None when values are read as they are.
+
+    ``value.format`` is ``text`` (the default), ``json``, ``avro``, ``protobuf``, ``jsonschema``
+    or ``avro-inline`` (the writer schema in ``value.avro_schema``, JSON text); the registry
+    formats need ``registry``, a URL as written on the topic (``${env.NAME}`` references are
+    read from the worker's environment when it decodes). ``json`` values are not decoded here:
+    the pipeline's schema checks send a value that is not JSON to the dead-letter topic.
+    Keys are read as they are. :class:`FormatError` names the option that cannot work.
+    """
+    name = options.get(VALUE_FORMAT_OPTION) or TEXT
+    if name in (TEXT, JSON):
+        return None
+    try:
+        formats = RecordFormats.of(
+            name,
+            value_schema=options.get(VALUE_AVRO_SCHEMA_OPTION) or None,
+            registry=options.get(REGISTRY_OPTION) or "",
+        )
+    except FormatError as exc:
+        option = {"value_format": VALUE_FORMAT_OPTION, "value_avro_schema": VALUE_AVRO_SCHEMA_OPTION}
+        raise FormatError(option.get(exc.field, exc.field), f"{option.get(exc.field, exc.field)}: {exc}") from exc
+    if formats.uses_registry and not formats.registry:
+        raise FormatError(REGISTRY_OPTION, f"value format {name} needs the {REGISTRY_OPTION} option")
+    return formats
+
+
+def record_decoded(decoder: RecordDecoder, message: Message) -> Record:
+    """``message`` decoded; while the schema registry does not answer, wait and try again (never skip it)."""
+    delay = REGISTRY_RETRY_FIRST_SECONDS
+    while True:
+        try:
+            return decoder.record(message)
+        except RegistryUnavailable as exc:
+            logger.warning(
+                "topic %s partition %s offset %s: %s; trying again in %.1fs",
+                decoder.topic,
+                message.partition(),
+                message.offset(),
+                exc,
+                delay,
+            )
+            time.sleep(delay)
+            delay = min(delay * 2, REGISTRY_RETRY_MAX_SECONDS)
+
+
+class ValueDecoding:
+    """The values of one partition read, decoded by the read's ``value.format``; the ones that do not decode counted.
+
+    A value that does not decode (bytes that are not of the format, a schema id the
+    registry does not know) is skipped: logged (``sluice.formats``, WARNING, with topic,
+    partition, offset and reason, at most one line per topic every few seconds), counted,
+    and noted in the ``skip_log`` file (if the read has one) when the read is done, one
+    line per partition read, which the runner reports and logs after each batch.
+    """
+
+    def __init__(self, options: dict[str, str], topic: str, partition: int) -> None:
+        formats = value_formats(options)
+        self.decoder = RecordDecoder(topic, formats, os.environ) if formats is not None else None
+        self.skip_log = options.get("skip_log", "")
+        self.topic = topic
+        self.partition = partition
+        self.skipped = 0
+        self.first_skipped = -1
+        self.last_skipped = -1
+        self.reason = ""
+
+    def value(self, message: Message, offset: int) -> tuple[bool, bytes | None]:
+        """``(True, value)`` with the value as the ``value`` column holds it, or ``(False, None)``: skip the record."""
+        if self.decoder is None:
+            return True, message.value()
+        record = record_decoded(self.decoder, message)
+        if record.problem is None:
+            return True, record.value
+        if not self.skipped:
+            self.first_skipped, self.reason = offset, record.problem
+        self.skipped += 1
+        self.last_skipped = offset
+        return False, None
+
+    def note(self) -> None:
+        """Add what was skipped to the ``skip_log`` file."""
+        if self.skipped and self.skip_log:
+            note = {
+                "topic": self.topic,
+                "partition": self.partition,
+                "skipped": self.skipped,
+                "first": self.first_skipped,
+                "last": self.last_skipped,
+                "reason": self.reason,
+            }
+            with open(self.skip_log, "a", encoding="utf-8") as log:
+                log.write(json.dumps(note) + "\n")
+
+
 def partition_read(options: dict[str, str], span: PartitionRange) -> Iterator[pa.RecordBatch]:
-    """Records ``[start, end)`` of one partition as Arrow batches; fails if they stop coming."""
+    """Records ``[start, end)`` of one partition as Arrow batches; fails if they stop coming.
+
+    With a ``value.format`` option, values are decoded (to compact JSON) here, once per
+    record; a record that does not decode is left out, logged and noted (:class:`ValueDecoding`).
+    """
     if span.end <= span.start:
         return
     idle_limit = float(options.get("readTimeoutSeconds", "60"))
+    decoding = ValueDecoding(options, span.topic, span.partition)
     consumer = Consumer(consumer_config(options))
     columns: dict[str, list[Any]] = {name: [] for name in _ARROW_SCHEMA.names}
     try:
@@ -173,16 +292,19 @@ def partition_read(options: dict[str, str], span: PartitionRange) -> Iterator[pa
                 if offset >= span.end:
                     position = span.end
                     break
+                keep, value = decoding.value(message, offset)
+                position = offset + 1
+                last_progress = time.monotonic()
+                if not keep:
+                    continue
                 _, stamp = message.timestamp()
                 columns["key"].append(message.key())
-                columns["value"].append(message.value())
+                columns["value"].append(value)
                 columns["headers"].append(_headers(message))
                 columns["topic"].append(span.topic)
                 columns["partition"].append(span.partition)
                 columns["offset"].append(offset)
                 columns["timestamp"].append(stamp * 1000 if stamp >= 0 else None)
-                position = offset + 1
-                last_progress = time.monotonic()
             if len(columns["offset"]) >= _ARROW_BATCH_ROWS:
                 yield pa.RecordBatch.from_pydict(columns, schema=_ARROW_SCHEMA)
                 columns = {name: [] for name in _ARROW_SCHEMA.names}
@@ -190,6 +312,7 @@ def partition_read(options: dict[str, str], span: PartitionRange) -> Iterator[pa
                 raise KafkaReadError(
                     f"{span.topic}[{span.partition}] stopped at offset {position} before {span.end} ({idle_limit}s)"
                 )
+        decoding.note()
         if columns["offset"]:
             yield pa.RecordBatch.from_pydict(columns, schema=_ARROW_SCHEMA)
     finally:
@@ -209,6 +332,7 @@ class KafkaBatchReader(DataSourceReader):
     """Everything between the starting and ending offsets (default: all retained records)."""
 
     def __init__(self, options: dict[str, str]) -> None:
+        value_formats(options)  # a value format that cannot work fails the read before it starts
         self.options = options
         self.topic = options["topic"]
 
@@ -231,6 +355,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     """Micro-batches between checkpointed offsets; new partitions are read from their start."""
 
     def __init__(self, options: dict[str, str]) -> None:
+        value_formats(options)  # a value format that cannot work fails the stream before it starts
         self.options = options
         self.topic = options["topic"]
         self.starting = options.get("startingOffsets", "earliest")
@@ -371,7 +496,8 @@ class KafkaWriter(DataSourceArrowWriter):
 
 
 class KafkaDataSource(DataSource):
-    """``format("sluice-kafka")``: options ``bootstrap``, ``topic`` (a write may use a column instead), ``kafka.*``."""
+    """``format("sluice-kafka")``: options ``bootstrap``, ``topic`` (a write may use a column instead), ``kafka.*``;
+    reads also ``value.format``, ``value.avro_schema``, ``registry`` (see :func:`value_formats`) and ``skip_log``."""
 
     @classmethod
     def name(cls) -> str:

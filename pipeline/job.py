@@ -25,7 +25,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
-from .datasource import FORMAT_NAME, KafkaDataSource
+from .datasource import (
+    FORMAT_NAME,
+    REGISTRY_OPTION,
+    VALUE_AVRO_SCHEMA_OPTION,
+    VALUE_FORMAT_OPTION,
+    KafkaDataSource,
+)
 from .validation import RULE_COLUMN, records_validate, schema_record_type
 
 KafkaFormat = Literal["python", "kafka"]
@@ -65,6 +71,13 @@ class PipelineSpec:
     # A checkpoint outside the source topic's log: fail, earliest or latest; resets are noted in reset_log.
     on_offset_reset: str = "fail"
     reset_log: str = ""
+    # The source topic's value format (its Topic row's): the Kafka source decodes values to JSON text.
+    # The registry is as written (``${env.NAME}`` references are read by the workers); skipped
+    # records (values that do not decode) are noted in skip_log.
+    value_format: str = "text"
+    value_avro_schema: str = ""
+    registry: str = ""
+    skip_log: str = ""
 
     def kafka_options(self, *, prefix_bootstrap: str) -> dict[str, str]:
         """The Kafka options of a read or write: the bootstrap under ``prefix_bootstrap``, the rest as ``kafka.*``."""
@@ -120,6 +133,11 @@ def source_stream(spark: SparkSession, spec: PipelineSpec, kafka_format: KafkaFo
     """The pipeline's source as a stream of Kafka-shaped records (key, value, headers, topic, partition, offset...)."""
     if spec.source_topic:
         if kafka_format == "kafka":
+            if spec.value_format not in ("text", "json"):
+                raise PipelineError(
+                    f"pipeline {spec.name}: topic {spec.source_topic} has {spec.value_format} values, which only "
+                    f"Sluice's Kafka source decodes: run it with --kafka-format python"
+                )
             raw = (
                 spark.readStream.format("kafka")
                 .options(**spec.kafka_options(prefix_bootstrap="kafka.bootstrap.servers"))
@@ -137,6 +155,10 @@ def source_stream(spark: SparkSession, spec: PipelineSpec, kafka_format: KafkaFo
                 .option("pipeline", spec.name)
                 .option("on_offset_reset", spec.on_offset_reset)
                 .option("reset_log", spec.reset_log)
+                .option(VALUE_FORMAT_OPTION, spec.value_format)
+                .option(VALUE_AVRO_SCHEMA_OPTION, spec.value_avro_schema)
+                .option(REGISTRY_OPTION, spec.registry)
+                .option("skip_log", spec.skip_log)
                 .load()
             )
         return raw.select(

@@ -10,9 +10,12 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from streams.clusters import cluster_client, default_cluster, topic_cluster
 from streams.core.clusters import ClusterError, ClusterSpec
+from streams.core.formats.spec import REGISTRY_FORMATS, FormatError, RecordFormats
+from streams.models import Topic
 
 from .conf import pipeline_settings
 from .job import BatchProgress, KafkaFormat, PipelineError, PipelineSpec, pipeline_run, spark_session
@@ -23,29 +26,88 @@ from .services import pipeline_run_finish, pipeline_run_offset_resets, pipeline_
 logger = logging.getLogger("sluice.pipeline")
 
 
-class OffsetResets:
-    """Where the Kafka source notes the partitions it reset (it runs in Spark's Python workers, not here)."""
+class WorkerNotes:
+    """A file the Kafka source appends JSON lines to (it runs in Spark's Python workers, not here)."""
+
+    prefix = "sluice-notes-"
 
     def __init__(self) -> None:
-        handle, name = tempfile.mkstemp(prefix="sluice-offset-resets-", suffix=".jsonl")
+        handle, name = tempfile.mkstemp(prefix=self.prefix, suffix=".jsonl")
         os.close(handle)
         self.path = Path(name)
         self.seen = 0
 
+    def new_notes(self) -> list[dict[str, Any]]:
+        """The notes added since the last call."""
+        lines = self.path.read_text(encoding="utf-8").splitlines() if self.path.exists() else []
+        notes = [json.loads(line) for line in lines[self.seen :]]
+        self.seen = len(lines)
+        return notes
+
+
+class OffsetResets(WorkerNotes):
+    """Where the Kafka source notes the partitions it reset."""
+
+    prefix = "sluice-offset-resets-"
+
     def record(self, run: PipelineRun, report: Callable[[str], None]) -> None:
         """Count, log and report the resets noted since the last call, on ``run``."""
-        lines = self.path.read_text(encoding="utf-8").splitlines() if self.path.exists() else []
-        for line in lines[self.seen :]:
-            note = json.loads(line)
+        notes = self.new_notes()
+        for note in notes:
             message = (
                 f"offset reset: topic {note['topic']} partition {note['partition']}: the checkpoint was at "
                 f"{note['checkpoint']}, the log holds {note['low']} to {note['high']}; reading from {note['start']}"
             )
             logger.warning("pipeline %s: %s", run.pipeline.name, message)
             report(message)
-        if len(lines) > self.seen:
-            pipeline_run_offset_resets(run=run, count=len(lines))
-            self.seen = len(lines)
+        if notes:
+            pipeline_run_offset_resets(run=run, count=self.seen)
+
+
+class SkippedRecords(WorkerNotes):
+    """Where the Kafka source notes the records it skipped because their values do not decode (one line a read)."""
+
+    prefix = "sluice-skipped-"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    def record(self, run: PipelineRun, report: Callable[[str], None]) -> None:
+        """Count, log and report the skipped records noted since the last call."""
+        for note in self.new_notes():
+            count = int(note["skipped"])
+            self.total += count
+            message = (
+                f"skipped {count} record{'s' if count != 1 else ''} whose value does not decode: topic "
+                f"{note['topic']} partition {note['partition']} offsets {note['first']} to {note['last']} "
+                f"(first: {note['reason']})"
+            )
+            logger.warning("pipeline %s: %s", run.pipeline.name, message)
+            report(message)
+
+
+def source_formats(topic: str) -> RecordFormats:
+    """How the source ``topic``'s values decode: its Topic row's value format, else text (values as they are).
+
+    Keys are read as they are. The registry is as written (the topic's, else its cluster's);
+    the environment must resolve its ``${env.NAME}`` references now, as the workers read them again.
+    """
+    row = Topic.objects.filter(name=topic).select_related("cluster").first()
+    if row is None:
+        return RecordFormats()
+    try:
+        formats = row.formats()
+        value = RecordFormats(
+            formats.value, registry=formats.registry if formats.value.name in REGISTRY_FORMATS else ""
+        )
+        if value.uses_registry:
+            if not value.registry:
+                raise FormatError("registry", f"its {value.value.name} values need a schema registry")
+            value.registry_url(os.environ)
+    except (FormatError, ClusterError) as exc:
+        raise PipelineError(f"source topic {topic}: {exc}") from exc
+    return value
 
 
 def checkpoint_remove(location: str, report: Callable[[str], None]) -> None:
@@ -71,13 +133,22 @@ def pipeline_checkpoint(pipeline: Pipeline, cluster: ClusterSpec) -> str:
 
 
 def pipeline_spec(
-    pipeline: Pipeline, client: dict[str, str], cluster: ClusterSpec, reset_log: str = ""
+    pipeline: Pipeline,
+    client: dict[str, str],
+    cluster: ClusterSpec,
+    reset_log: str = "",
+    formats: RecordFormats | None = None,
+    skip_log: str = "",
 ) -> PipelineSpec:
-    """What the Spark job needs from the model (the schema resolved, registry included)."""
+    """What the Spark job needs from the model (the schema resolved, registry included).
+
+    ``formats`` are the source topic's (:func:`source_formats`): how its values decode.
+    """
     try:
         json_schema = pipeline.json_schema_resolved()
     except RegistryError as exc:
         raise PipelineError(str(exc)) from exc
+    formats = formats or RecordFormats()
     return PipelineSpec(
         name=pipeline.name,
         bootstrap=client["bootstrap.servers"],
@@ -95,6 +166,10 @@ def pipeline_spec(
         header_fields=dict(pipeline.header_fields or {}),
         dead_letter_topic=pipeline.dead_letter_topic,
         trigger_seconds=pipeline.trigger_seconds,
+        value_format=formats.value.name,
+        value_avro_schema=formats.value.inline_schema,
+        registry=formats.registry,
+        skip_log=skip_log,
     )
 
 
@@ -125,8 +200,13 @@ def pipeline_execute(
         client = cluster_client(cluster)
     except ClusterError as exc:
         raise PipelineError(str(exc)) from exc
+    kafka_source = pipeline.source_kind == Pipeline.SourceKind.KAFKA and bool(pipeline.source_topic)
+    formats = source_formats(pipeline.source_topic) if kafka_source else RecordFormats()
     resets = OffsetResets()
-    spec = pipeline_spec(pipeline, client, cluster, reset_log=str(resets.path))
+    skipped = SkippedRecords()
+    spec = pipeline_spec(
+        pipeline, client, cluster, reset_log=str(resets.path), formats=formats, skip_log=str(skipped.path)
+    )
     if reset_checkpoint:
         checkpoint_remove(spec.checkpoint_location, report)
     spark = spark_session(
@@ -144,6 +224,7 @@ def pipeline_execute(
     def on_batch(progress: BatchProgress) -> None:
         report(str(progress))
         resets.record(run, report)
+        skipped.record(run, report)
         pipeline_run_progress(
             run=run,
             records_in=progress.records_in,
@@ -161,5 +242,9 @@ def pipeline_execute(
     finally:
         resets.record(run, report)
         resets.path.unlink(missing_ok=True)
+        skipped.record(run, report)
+        skipped.path.unlink(missing_ok=True)
     pipeline_run_finish(run=run)
+    if skipped.total:
+        report(f"pipeline {name}: {skipped.total} skipped in all (records whose value does not decode)")
     report(f"pipeline {name}: run {run.pk} finished")

@@ -299,7 +299,7 @@ def test_fetch_wait_goes_long_when_quiet_and_short_with_records() -> None:
     assert answering.when_records(1e9) is None
 
 
-async def test_quiet_topic_remakes_its_consumer_from_where_it_was(
+def test_quiet_topic_remakes_its_consumer_from_where_it_was(
     consumers: list[FakeConsumer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from streams.fanout import pacing
