@@ -214,7 +214,7 @@ class KafkaAccess:
 
 
 # How often the fetch thread copies the high watermarks it has seen (for the lag metric).
-_WATERMARKS_SECONDS = 1.0
+_WATERMARKS_SECONDS = 0.25
 
 
 class LiveFetcher:
@@ -269,6 +269,7 @@ class LiveFetcher:
 
     def _consumer_remake(self, consumer: Consumer, wait_ms: int) -> Consumer:
         """The same reads with another fetch wait (librdkafka cannot change it on a running consumer)."""
+        logger.debug("topic %s: fetch wait %d ms -> %d ms", self.topic, self._wait.current_ms, wait_ms)
         consumer.close()
         self._consumer = self._consumer_make(wait_ms)
         return self._consumer
@@ -298,6 +299,11 @@ class LiveFetcher:
                 marks[partition] = high
         self.high_watermarks = marks
 
+    def _behind(self) -> int:
+        """Records between where the fetch is and the log's end, as the last fetch responses said."""
+        marks = self.high_watermarks
+        return sum(max(0, marks[p] - o) for p, o in self._next.items() if p in marks)
+
     def _run(self) -> None:
         consumer = self._consumer
         noted = 0.0
@@ -308,6 +314,9 @@ class LiveFetcher:
                 if now - noted >= _WATERMARKS_SECONDS:
                     noted = now
                     self._watermarks_note(consumer)
+                    wait = self._wait.when_behind(self._behind())
+                    if wait is not None:
+                        consumer = self._consumer_remake(consumer, wait)
                 if self._added:
                     with self._added_lock:
                         added, self._added = self._added, []
@@ -347,7 +356,7 @@ class LiveFetcher:
                 if batch:
                     self._deliver(batch)
                 if records:
-                    wait = self._wait.when_records(time.monotonic())
+                    wait = self._wait.when_records(time.monotonic(), records)
                     if wait is not None:
                         consumer = self._consumer_remake(consumer, wait)
         except Exception:  # a dead fetcher must be loud, not silent
@@ -413,7 +422,9 @@ class BacklogReader:
                 # has none (going forward, the filter below drops them).
                 self.close()
             if self._consumer is None:
-                self._consumer = Consumer(consumer_config(self._access.client))
+                # The data is there: a broker that holds fetches must not hold these long.
+                wait = self._access.fetch_wait_ms
+                self._consumer = Consumer(consumer_config(self._access.client, **{"fetch.wait.max.ms": wait}))
             self._consumer.assign(
                 [TopicPartition(self.topic, p, o if o >= 0 else OFFSET_BEGINNING) for p, o in positions.items()]
             )

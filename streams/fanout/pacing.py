@@ -29,6 +29,13 @@ ANSWERING_WAIT_MS = 100
 BUSY_RECORDS = 4
 # A topic without records for this long is quiet: its fetch goes back to the long wait.
 QUIET_SECONDS = 2.0
+# fetch.wait.max.ms while fetches keep bringing many records from a broker that holds fetches.
+LOADED_WAIT_MS = 50
+# Fetches in a row that must call for another wait before it changes.
+STREAK_FETCHES = 20
+# Records the fetch may fall behind the log's end before the topic counts as loaded, whatever
+# the fetches bring (under a heavy produce load, tansu answers short fetches with little or nothing).
+BEHIND_RECORDS = 200
 
 
 def broker_holds_fetches(cluster_id: str | None) -> bool:
@@ -57,28 +64,55 @@ class Linger:
 
 
 class FetchWait:
-    """The fetch wait of one topic: ``busy_ms`` while records flow, :data:`ANSWERING_WAIT_MS` once it is quiet.
+    """The fetch wait of one topic, as its traffic goes.
 
-    Only a broker that holds fetches gets a short wait; on the others both are the same and
-    nothing ever changes. ``when_idle`` and ``when_records`` say when the fetcher should
-    remake its consumer with another wait (None: keep it).
+    On a broker that holds fetches, three waits: ``busy_ms`` (short) while records come
+    a few at a time, so each waits little; :data:`LOADED_WAIT_MS` once fetches keep
+    bringing many (at thousands of records a second, fetch round trips every couple of
+    milliseconds cost the broker more than they save: the batches are large anyway);
+    :data:`ANSWERING_WAIT_MS` once the topic is quiet. A change needs
+    :data:`STREAK_FETCHES` fetches in a row that call for it, so a rate near a bound does
+    not flap. On other brokers the wait is long and never changes. ``when_idle`` and
+    ``when_records`` say when the fetcher should remake its consumer (None: keep it).
     """
 
-    __slots__ = ("busy_ms", "current_ms", "last_record", "quiet_ms")
+    __slots__ = ("busy_ms", "current_ms", "heavy", "last_record", "light", "loaded_ms", "quiet_ms")
 
     def __init__(self, busy_ms: int) -> None:
         self.busy_ms = busy_ms
         self.quiet_ms = max(busy_ms, ANSWERING_WAIT_MS)
+        self.loaded_ms = max(busy_ms, LOADED_WAIT_MS)
         self.current_ms = busy_ms
         self.last_record = 0.0
+        self.heavy = 0  # fetches in a row that brought many records
+        self.light = 0  # fetches in a row that brought a few
 
     def when_idle(self, now: float) -> int | None:
         """A poll found nothing: the quiet wait, if the topic has just become quiet."""
         if self.current_ms != self.quiet_ms and now - self.last_record >= QUIET_SECONDS:
+            self.heavy = self.light = 0
             return self.quiet_ms
         return None
 
-    def when_records(self, now: float) -> int | None:
-        """Records arrived: the busy wait, if the topic was quiet."""
+    def when_behind(self, records: int) -> int | None:
+        """The fetch is ``records`` behind the log's end: the loaded wait, if it is far behind on a short one."""
+        if records >= BEHIND_RECORDS and self.current_ms == self.busy_ms and self.loaded_ms != self.busy_ms:
+            self.heavy, self.light = STREAK_FETCHES, 0
+            return self.loaded_ms
+        return None
+
+    def when_records(self, now: float, records: int = 1) -> int | None:
+        """A fetch brought ``records``: the wait the topic's traffic calls for, if it changed."""
         self.last_record = now
-        return self.busy_ms if self.current_ms != self.busy_ms else None
+        if records >= BUSY_RECORDS:
+            self.heavy, self.light = self.heavy + 1, 0
+        else:
+            self.heavy, self.light = 0, self.light + 1
+        wanted = self.current_ms
+        if self.current_ms == self.quiet_ms and self.quiet_ms != self.busy_ms:
+            wanted = self.busy_ms  # the first records after a quiet spell
+        elif self.heavy >= STREAK_FETCHES:
+            wanted = self.loaded_ms
+        elif self.light >= STREAK_FETCHES and self.current_ms != self.busy_ms:
+            wanted = self.busy_ms
+        return wanted if wanted != self.current_ms else None

@@ -325,3 +325,16 @@ def test_quiet_topic_remakes_its_consumer_from_where_it_was(
     assert first.closed
     quiet = next(c for c in consumers if c.config.get("fetch.wait.max.ms") == 100)
     assert quiet.assigned == [[(0, 5)]]  # on from the next offset, nothing read twice or skipped
+
+
+def test_fetch_wait_lengthens_under_load_and_shortens_after() -> None:
+    from streams.fanout.pacing import LOADED_WAIT_MS, STREAK_FETCHES, FetchWait
+
+    wait = FetchWait(2)
+    changes = [wait.when_records(float(n), 40) for n in range(STREAK_FETCHES)]
+    assert changes[:-1] == [None] * (STREAK_FETCHES - 1)  # a burst alone changes nothing
+    assert changes[-1] == LOADED_WAIT_MS
+    wait.current_ms = LOADED_WAIT_MS
+    assert wait.when_records(100.0, 1) is None
+    changes = [wait.when_records(100.0 + n, 1) for n in range(STREAK_FETCHES)]
+    assert changes[-1] == 2
