@@ -314,7 +314,7 @@ class LiveFetcher:
                 if now - noted >= _WATERMARKS_SECONDS:
                     noted = now
                     self._watermarks_note(consumer)
-                    wait = self._wait.when_behind(self._behind())
+                    wait = self._wait.when_behind(self._behind(), now)
                     if wait is not None:
                         consumer = self._consumer_remake(consumer, wait)
                 if self._added:

@@ -35,7 +35,10 @@ LOADED_WAIT_MS = 50
 STREAK_FETCHES = 20
 # Records the fetch may fall behind the log's end before the topic counts as loaded, whatever
 # the fetches bring (under a heavy produce load, tansu answers short fetches with little or nothing).
-BEHIND_RECORDS = 200
+BEHIND_RECORDS = 50
+# Once loaded, a topic keeps the loaded wait at least this long (a broker slow to answer short
+# fetches is slow for a while: its log is long, or its producers are busy).
+LOADED_HOLD_SECONDS = 30.0
 
 
 def broker_holds_fetches(cluster_id: str | None) -> bool:
@@ -76,7 +79,7 @@ class FetchWait:
     ``when_records`` say when the fetcher should remake its consumer (None: keep it).
     """
 
-    __slots__ = ("busy_ms", "current_ms", "heavy", "last_record", "light", "loaded_ms", "quiet_ms")
+    __slots__ = ("busy_ms", "current_ms", "heavy", "last_record", "light", "loaded_ms", "loaded_until", "quiet_ms")
 
     def __init__(self, busy_ms: int) -> None:
         self.busy_ms = busy_ms
@@ -86,6 +89,7 @@ class FetchWait:
         self.last_record = 0.0
         self.heavy = 0  # fetches in a row that brought many records
         self.light = 0  # fetches in a row that brought a few
+        self.loaded_until = 0.0  # no going back to the short wait before this
 
     def when_idle(self, now: float) -> int | None:
         """A poll found nothing: the quiet wait, if the topic has just become quiet."""
@@ -94,10 +98,11 @@ class FetchWait:
             return self.quiet_ms
         return None
 
-    def when_behind(self, records: int) -> int | None:
-        """The fetch is ``records`` behind the log's end: the loaded wait, if it is far behind on a short one."""
+    def when_behind(self, records: int, now: float) -> int | None:
+        """The fetch is ``records`` behind the log's end: the loaded wait, if it is behind on a short one."""
         if records >= BEHIND_RECORDS and self.current_ms == self.busy_ms and self.loaded_ms != self.busy_ms:
             self.heavy, self.light = STREAK_FETCHES, 0
+            self.loaded_until = now + LOADED_HOLD_SECONDS
             return self.loaded_ms
         return None
 
@@ -112,7 +117,9 @@ class FetchWait:
         if self.current_ms == self.quiet_ms and self.quiet_ms != self.busy_ms:
             wanted = self.busy_ms  # the first records after a quiet spell
         elif self.heavy >= STREAK_FETCHES:
+            if self.current_ms != self.loaded_ms:
+                self.loaded_until = now + LOADED_HOLD_SECONDS
             wanted = self.loaded_ms
-        elif self.light >= STREAK_FETCHES and self.current_ms != self.busy_ms:
+        elif self.light >= STREAK_FETCHES and self.current_ms != self.busy_ms and now >= self.loaded_until:
             wanted = self.busy_ms
         return wanted if wanted != self.current_ms else None

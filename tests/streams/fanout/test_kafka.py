@@ -335,6 +335,17 @@ def test_fetch_wait_lengthens_under_load_and_shortens_after() -> None:
     assert changes[:-1] == [None] * (STREAK_FETCHES - 1)  # a burst alone changes nothing
     assert changes[-1] == LOADED_WAIT_MS
     wait.current_ms = LOADED_WAIT_MS
-    assert wait.when_records(100.0, 1) is None
+    assert wait.when_records(10.0, 1) is None
+    changes = [wait.when_records(10.0 + n / 10, 1) for n in range(STREAK_FETCHES)]
+    assert changes == [None] * STREAK_FETCHES  # held: a broker slow to answer short fetches stays slow a while
     changes = [wait.when_records(100.0 + n, 1) for n in range(STREAK_FETCHES)]
     assert changes[-1] == 2
+
+
+def test_fetch_wait_lengthens_when_the_fetch_falls_behind() -> None:
+    from streams.fanout.pacing import BEHIND_RECORDS, LOADED_WAIT_MS, FetchWait
+
+    wait = FetchWait(2)
+    assert wait.when_behind(BEHIND_RECORDS - 1, 0.0) is None
+    assert wait.when_behind(BEHIND_RECORDS, 0.0) == LOADED_WAIT_MS
+    assert FetchWait(100).when_behind(10_000, 0.0) is None  # a broker that answers early keeps its wait
