@@ -4,8 +4,9 @@ Absolute numbers move with the machine and whatever else runs on it, so the
 guard compares Sluice with a peer measured minutes apart on the same box:
 deliveries per second of server CPU (how many events one core would deliver)
 for 200 clients at 100 msg/s, Sluice's over sse-starlette's. It fails when that
-ratio falls below half the one stored in ``bench/regression_baseline.json``, or
-when Sluice loses an event.
+ratio falls below half the one stored in ``bench/regression_baseline.json``, when
+Sluice's median latency (Kafka produce to client receipt) in that run is more than
+twice the stored one, or when Sluice loses an event.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ def test_sluice_keeps_its_lead_over_sse_starlette(tmp_path: Path) -> None:
     sluice, peer = rows["sluice"], rows["sse-starlette"]
     assert sluice["opened"] == baseline["clients"]
     assert sluice["lost"] == 0, f"Sluice lost {sluice['lost']} events"
+    assert sluice["p50_ms"] <= 2 * baseline["p50_ms"], (
+        f"Sluice's latency p50 is {sluice['p50_ms']:.1f} ms; the baseline is {baseline['p50_ms']:.1f} ms "
+        "(fails above twice it)"
+    )
     ratio = per_core(sluice) / per_core(peer)
     assert ratio >= baseline["ratio"] / 2, (
         f"Sluice delivers {ratio:.1f}x sse-starlette's events per CPU second; the baseline is "
