@@ -29,6 +29,8 @@ FORMATS: dict[str, str] = {
 # Formats whose records name their schema by id in a schema registry.
 REGISTRY_FORMATS = frozenset({AVRO, PROTOBUF, JSONSCHEMA})
 _USERINFO = re.compile(r"//[^/]*@")
+# scheme://[user[:password]@]host[:port][/path]
+_REGISTRY_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?:(?P<user>[^/@]*)@)?(?P<rest>[^@]+)")
 
 
 class FormatError(ValueError):
@@ -47,16 +49,13 @@ def registry_problem(url: str) -> str | None:
     """
     if not url:
         return None
-    host_part = url.rsplit("@", 1)
-    credentials = host_part[0].split("://", 1)[-1] if len(host_part) == 2 else ""
-    rest = ENV_REFERENCE.sub("x", url if not credentials else url.replace(credentials + "@", "", 1))
-    parts = urlsplit(rest)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    found = _REGISTRY_URL.fullmatch(url)
+    host = ENV_REFERENCE.sub("x", found["rest"]) if found else ""
+    if found is None or found["scheme"] not in ("http", "https") or not urlsplit(f"http://{host}").hostname:
         return "give the registry as an http:// or https:// URL"
-    if credentials and ":" in credentials:
-        password = credentials.split(":", 1)[1]
-        if not ENV_REFERENCE.fullmatch(password):
-            return "the registry password is a secret: write it as ${env.NAME} and set NAME in Sluice's environment"
+    _, colon, password = (found["user"] or "").partition(":")
+    if colon and not ENV_REFERENCE.fullmatch(password):
+        return "the registry password is a secret: write it as ${env.NAME} and set NAME in Sluice's environment"
     return None
 
 
