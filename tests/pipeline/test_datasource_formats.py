@@ -17,34 +17,14 @@ from pipeline import datasource
 from pipeline.datasource import ValueDecoding, value_formats
 from pipeline.job import PipelineError, PipelineSpec, source_stream
 from streams.core.formats.spec import FormatError
+from tests.support.kafka_messages import FakeMessage
 from tests.support.schema_registry import registry_running
 
 SCHEMA = {"type": "record", "name": "Score", "fields": [{"name": "match", "type": "string"}]}
 
 
-class Message:
-    """The parts of a confluent-kafka ``Message`` the source reads."""
-
-    def __init__(self, value: bytes | None, offset: int) -> None:
-        self._value, self._offset = value, offset
-
-    def key(self) -> bytes | None:
-        return b"k"
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def partition(self) -> int:
-        return 2
-
-    def offset(self) -> int:
-        return self._offset
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 1_700_000_000_000)
-
-    def headers(self) -> None:
-        return None
+def Message(value: bytes | None, offset: int) -> FakeMessage:
+    return FakeMessage(value, key=b"k", offset=offset, partition=2)
 
 
 def avro_inline(value: Any) -> bytes:

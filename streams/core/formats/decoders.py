@@ -64,6 +64,14 @@ class _RegistryDecoder:
         self.client = registry_client(url)
         self.context = SerializationContext(topic, MessageField.KEY if part == "key" else MessageField.VALUE)
 
+    def _header(self, schema_type: str, data: bytes) -> tuple[Any, io.BytesIO]:
+        """The record's schema id (and message indexes) and its payload, by confluent-kafka's header parser."""
+        schema_id = self._schema_id(schema_type)
+        try:
+            return schema_id, self._header_read(data, self.context, schema_id)
+        except Exception as exc:
+            raise Undecodable(f"{type(exc).__name__}: {exc}") from exc
+
     def _run(self, deserializer: Callable[[bytes, Any], Any], data: bytes) -> Any:
         try:
             return deserializer(data, self.context)
@@ -94,11 +102,7 @@ class AvroDecoder(_RegistryDecoder):
         self._read = schemaless_reader
 
     def __call__(self, data: bytes) -> Any:
-        schema_id = self._schema_id("AVRO")
-        try:
-            payload = self._header_read(data, self.context, schema_id)
-        except Exception as exc:
-            raise Undecodable(f"{type(exc).__name__}: {exc}") from exc
+        schema_id, payload = self._header("AVRO", data)
         number = int(schema_id.id or 0)
         schema = self._schemas.get(number)
         if schema is None:
@@ -155,11 +159,7 @@ class ProtobufDecoder(_RegistryDecoder):
         self._to_dict = MessageToDict
 
     def __call__(self, data: bytes) -> Any:
-        schema_id = self._schema_id("PROTOBUF")
-        try:
-            payload = self._header_read(data, self.context, schema_id)
-        except Exception as exc:
-            raise Undecodable(f"{type(exc).__name__}: {exc}") from exc
+        schema_id, payload = self._header("PROTOBUF", data)
         where = (int(schema_id.id or 0), tuple(schema_id.message_indexes or (0,)))
         message_class = self._by_schema.get(where)
         if message_class is None:

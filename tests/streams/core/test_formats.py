@@ -18,32 +18,8 @@ from streams.core.formats.jsontext import json_compact, key_text
 from streams.core.formats.record import RecordDecoder
 from streams.core.formats.registry import RegistryUnavailable, Undecodable, registry_failure
 from streams.core.formats.spec import FieldFormat, FormatError, RecordFormats, registry_problem, registry_redacted
+from tests.support.kafka_messages import FakeMessage as Message
 from tests.support.schema_registry import RegistryServer, registry_running
-
-
-class Message:
-    """The parts of a confluent-kafka ``Message`` a decoder reads."""
-
-    def __init__(self, value: bytes | None, key: bytes | None = None, offset: int = 7) -> None:
-        self._value, self._key, self._offset = value, key, offset
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self._offset
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 1_700_000_000_000)
-
-    def headers(self) -> None:
-        return None
 
 
 @pytest.fixture
