@@ -28,6 +28,7 @@ from streams.core.formats.record import RecordDecoder
 from streams.core.formats.spec import RecordFormats
 from streams.fanout.planning import StartPlan
 from streams.fanout.subscriber import Subscriber, SubscriberOptions
+from tests.support.kafka_messages import FakeMessage
 from tests.support.schema_registry import registry_running
 
 AVRO_SCHEMA = {
@@ -60,31 +61,6 @@ def value(seq: int) -> dict[str, Any]:
         "scorers": ["Ada Lovelace", "Grace Hopper", "Barbara Liskov"],
         "note": "second half under way, rain expected" if seq % 2 else None,
     }
-
-
-class Message:
-    __slots__ = ("_offset", "_partition", "_value")
-
-    def __init__(self, partition: int, offset: int, data: bytes) -> None:
-        self._partition, self._offset, self._value = partition, offset, data
-
-    def key(self) -> None:
-        return None
-
-    def value(self) -> bytes:
-        return self._value
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 0)
-
-    def headers(self) -> None:
-        return None
 
 
 def encoded(kind: str, url: str, count: int) -> list[bytes]:
@@ -126,14 +102,14 @@ def decoder_for(kind: str, url: str) -> RecordDecoder:
     return RecordDecoder("bench", RecordFormats.of(kind, registry=url if kind != "text" else ""), {})
 
 
-def decode_us(decoder: RecordDecoder, messages: list[Message]) -> float:
+def decode_us(decoder: RecordDecoder, messages: list[FakeMessage]) -> float:
     started = time.perf_counter()
     for message in messages:
         decoder.record(message)
     return (time.perf_counter() - started) / len(messages) * 1e6
 
 
-async def delivery_us(decoder: RecordDecoder, messages: list[Message], clients: int, batch: int) -> float:
+async def delivery_us(decoder: RecordDecoder, messages: list[FakeMessage], clients: int, batch: int) -> float:
     """Decoding plus fan-out to ``clients`` live streams, per delivery."""
     hub = hub_make(3)
     sinks = []
@@ -165,7 +141,7 @@ async def main() -> None:
         rows = []
         for kind in ("text", "avro", "protobuf", "jsonschema"):
             data = encoded(kind, url, args.records)
-            messages = [Message(n % 3, n // 3, d) for n, d in enumerate(data)]
+            messages = [FakeMessage(d, offset=n // 3, partition=n % 3) for n, d in enumerate(data)]
             decoder = decoder_for(kind, url)
             decoder.record(messages[0])  # the schema, fetched once by id
             decode = min(decode_us(decoder, messages) for _ in range(args.repeat))
