@@ -18,6 +18,13 @@ class StreamError(Exception):
         self.detail = detail
         self.headers = headers or []
         self.reason = reason
+        self.member: str | None = None
+
+    def for_member(self, alias: str, path: str) -> StreamError:
+        """The same refusal, naming the member of a multiplexed stream that caused it."""
+        self.member = alias
+        self.detail = f"member {alias} ({path}): {self.detail}"
+        return self
 
     def fields(self) -> dict[str, object]:
         """More members of the JSON body (a subclass names what it adds)."""
@@ -27,6 +34,8 @@ class StreamError(Exception):
         document: dict[str, object] = {"error": self.code, "status": self.status, "detail": self.detail}
         if self.reason is not None:
             document["reason"] = self.reason
+        if self.member is not None:
+            document["member"] = self.member
         document.update(self.fields())
         return json.dumps(document).encode("utf-8")
 
@@ -41,6 +50,17 @@ class InvalidSince(StreamError):
 
 class InvalidParameter(StreamError):
     code = "invalid_parameter"
+
+
+class InvalidMembers(StreamError):
+    """The ``s`` parameters of a multiplexed stream name no valid set of members."""
+
+    code = "invalid_members"
+
+
+class UnknownRoute(StreamError):
+    status = 404
+    code = "unknown_route"
 
 
 class UnknownTopic(StreamError):

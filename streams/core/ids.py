@@ -84,7 +84,11 @@ def progress_encode(progress: Mapping[int, int] | Iterable[tuple[int, int]]) -> 
 
 def progress_decode(token: str) -> dict[int, int]:
     """Decode a progress token into ``{partition: next_offset}``."""
-    data = b64url_decode(token)
+    return progress_from_bytes(b64url_decode(token))
+
+
+def progress_from_bytes(data: bytes) -> dict[int, int]:
+    """Decode a progress token's bytes (before base64) into ``{partition: next_offset}``."""
     if not data or data[0] != PROGRESS_VERSION:
         raise EventIdError("progress token has an unknown version")
     count, pos = _read_zigzag_varint(data, 1)
@@ -142,3 +146,10 @@ def key_event_id(key: bytes | None, progress_id: str) -> str:
     """The ``event_id: key`` form: a JSON array with no spaces."""
     encoded_key = "null" if key is None else f'"{b64url_encode(key)}"'
     return f'[{encoded_key},"{progress_id}"]'
+
+
+def id_progress_token(event_id: str) -> str:
+    """The progress token inside any id form Sluice writes (without checking it)."""
+    if event_id.startswith("["):
+        return event_id[event_id.rfind(",") + 2 : -2]
+    return event_id.partition("/")[0]

@@ -1,5 +1,6 @@
 """The stream app: the ASGI entry that sends stream routes to their kind, everything else to Django.
 
+``/streams`` serves several routes as one stream (:mod:`streams.edge.mux_stream`).
 Each request of a route is one of four kinds: a CORS preflight (``OPTIONS``), a
 challenge response (``POST`` on a guarded route), a relayed upstream stream
 (``sse-proxy``) or a Kafka topic stream (``sse-kafka``). The route's CORS headers
@@ -17,6 +18,7 @@ from streams.edge.challenge import challenge_answer
 from streams.edge.cors import cors_headers, is_preflight, preflight_headers
 from streams.edge.kafka_stream import kafka_stream
 from streams.edge.limits import stream_limited
+from streams.edge.mux_stream import MUX_PATH, mux_app
 from streams.edge.proxy_stream import proxy_stream
 from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE
 from streams.edge.request import StreamRequest, route_methods
@@ -36,12 +38,20 @@ class StreamRouter:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             await config_bus().start()  # from the first request on, this process hears configuration changes
+            if scope["path"] == MUX_PATH:
+                await stream_limited(mux_request_app, scope, receive, send)
+                return
             found = (await route_table()).match(scope["path"])
             if found is not None:
                 route, params = found
                 await stream_limited(RouteApp(route, params), scope, receive, send)
                 return
         await self.fallback(scope, receive, send)
+
+
+async def mux_request_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """Several routes in one stream (``/streams``)."""
+    await mux_app(StreamRequest.of(scope), receive, send)
 
 
 class RouteApp:

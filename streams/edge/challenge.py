@@ -9,7 +9,7 @@ holder's open streams on every worker.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from guards.verification import Principal
@@ -37,18 +37,27 @@ def stream_deadline(route: RouteSpec, principal: Principal | None) -> StreamDead
     )
 
 
+def stream_deadlines(route: RouteSpec, principal: Principal | None) -> list[StreamDeadline]:
+    deadline = stream_deadline(route, principal)
+    return [deadline] if deadline is not None else []
+
+
 @asynccontextmanager
-async def deadline_registered(deadline: StreamDeadline | None) -> AsyncIterator[None]:
-    """Hear challenge responses for ``deadline`` for as long as the block runs."""
-    if deadline is None:
+async def deadlines_registered(deadlines: Sequence[StreamDeadline]) -> AsyncIterator[None]:
+    """Hear challenge responses for ``deadlines`` for as long as the block runs."""
+    if not deadlines:
         yield
         return
     bus = reauthorization_bus()
-    await bus.stream_open(deadline)
+    registered: list[StreamDeadline] = []
     try:
+        for deadline in deadlines:
+            await bus.stream_open(deadline)
+            registered.append(deadline)
         yield
     finally:
-        bus.stream_close(deadline)
+        for deadline in registered:
+            bus.stream_close(deadline)
 
 
 async def challenge_answer(route: RouteSpec, request: StreamRequest, send: Send) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 stream_metrics = CollectorRegistry(auto_describe=False)
 
@@ -22,5 +22,15 @@ challenges_answered = Counter(
     "sluice_challenges_answered",
     "Challenge responses received, by route and result (accepted: 204, refused: 401/403).",
     ["route", "result"],
+    registry=stream_metrics,
+)
+multiplexed_streams = Gauge(
+    "sluice_multiplexed_streams",
+    "Multiplexed streams (/streams) open now.",
+    registry=stream_metrics,
+)
+multiplexed_members = Gauge(
+    "sluice_multiplexed_members",
+    "Members of the multiplexed streams open now (each is also counted under its own route).",
     registry=stream_metrics,
 )

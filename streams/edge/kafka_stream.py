@@ -22,17 +22,18 @@ from streams.core.errors import (
 )
 from streams.core.filters import FilterSet
 from streams.core.formats.spec import FormatError
+from streams.core.ids import EventId
 from streams.core.routes import RouteSpec
 from streams.core.templating import ExpansionContext, TemplateError
 from streams.edge.access import access_log, refusal_reason
 from streams.edge.admission import stream_admit
-from streams.edge.challenge import deadline_registered, stream_deadline
+from streams.edge.challenge import deadlines_registered, stream_deadlines
 from streams.edge.counters import admission_refusals, challenges_sent
 from streams.edge.reauthorization import CHALLENGE_FRAME
 from streams.edge.request import StreamRequest
 from streams.edge.responses import send_error, stream_finish, stream_start
 from streams.edge.runtime import process_hubs
-from streams.edge.stream import CLIENT_GONE, stream_serve
+from streams.edge.stream import CLIENT_GONE, Watched, stream_serve
 from streams.edge.unavailable import stream_hold, temporary
 from streams.fanout.hub import TopicHub
 from streams.fanout.kafka import KafkaUnavailable, TopicNotFound
@@ -159,10 +160,19 @@ async def stream_respond(
         await stream_start(send)
         await stream_finish(send)
         return
-    deadline = stream_deadline(route, principal)
+    deadlines = stream_deadlines(route, principal)
     # Registered before the response starts: once a client sees 200, a challenge response reaches this stream.
-    async with deadline_registered(deadline):
-        await stream_serve(request, receive, send, route, stream, deadline, head_sent=head_sent)
+    async with deadlines_registered(deadlines):
+        await stream_serve(
+            request,
+            receive,
+            send,
+            stream,
+            deadlines,
+            limit=route.max_pending_bytes,
+            watched=[Watched(route, stream.end)],
+            head_sent=head_sent,
+        )
 
 
 async def stream_prepare(
@@ -171,7 +181,19 @@ async def stream_prepare(
     """Everything that can refuse the request, before the response starts; the admitted principal, if any."""
     request.method_check(route)
     principal = await stream_admit(route, request.scope, request.query)
-    last = request.last_event_id()
+    stream = await hub_stream_open(route, params, request, started, principal, request.last_event_id())
+    return stream, principal
+
+
+async def hub_stream_open(
+    route: RouteSpec,
+    params: dict[str, str],
+    request: StreamRequest,
+    started: float,
+    principal: Principal | None,
+    last: EventId | None,
+) -> HubStream:
+    """The hub stream of an admitted request, planned from ``last``; refusals as :class:`StreamError`."""
     since_ms = request.since_ms(allowed=route.allow_since)
     try:
         context = (
@@ -195,4 +217,4 @@ async def stream_prepare(
         raise KafkaNotAvailable(str(exc), cause="configuration") from exc
     except PositionError as exc:
         raise InvalidLastEventId(str(exc)) from exc
-    return HubStream(route, request, hub, plan, filters, started), principal
+    return HubStream(route, request, hub, plan, filters, started)

@@ -9,12 +9,12 @@ from streams.core.asgi import Receive, Send
 from streams.core.errors import StreamError, UpstreamNotAvailable, UpstreamRefused
 from streams.core.routes import RouteSpec
 from streams.edge.admission import stream_admit
-from streams.edge.challenge import deadline_registered, stream_deadline
+from streams.edge.challenge import deadlines_registered, stream_deadlines
 from streams.edge.reauthorization import CHALLENGE_FRAME
 from streams.edge.request import StreamRequest
 from streams.edge.responses import send_error, stream_finish, stream_start
 from streams.edge.runtime import process_upstreams
-from streams.edge.stream import stream_serve
+from streams.edge.stream import Watched, stream_serve
 from streams.fanout.sinks import Sink
 from streams.proxy.upstream import ProxySubscriber, Upstream, UpstreamError, heartbeats_write
 
@@ -71,10 +71,18 @@ async def proxy_stream(route: RouteSpec, request: StreamRequest, receive: Receiv
         await send_error(send, error)
         return
     stream = RelayedStream(route, upstream, sub)
-    deadline = stream_deadline(route, principal)
+    deadlines = stream_deadlines(route, principal)
     try:
-        async with deadline_registered(deadline):
-            await stream_serve(request, receive, send, route, stream, deadline)
+        async with deadlines_registered(deadlines):
+            await stream_serve(
+                request,
+                receive,
+                send,
+                stream,
+                deadlines,
+                limit=route.max_pending_bytes,
+                watched=[Watched(route, stream.end)],
+            )
     finally:
         upstream.unsubscribe(sub)  # also when the deadline could not be registered
 

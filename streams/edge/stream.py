@@ -9,7 +9,8 @@ and clean up in ``finally`` however it ends. What differs between the kinds
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from streams.core.asgi import Receive, Send
@@ -55,39 +56,52 @@ def sink_for(flow: Flow | None, send: Send, limit: int) -> Sink:
     return FlowSink(flow, limit) if flow is not None else QueueSink(send, limit)
 
 
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """A route whose live changes may end (part of) a stream: ``end`` is called with the reason."""
+
+    route: RouteSpec
+    end: Callable[[str], None]
+
+
 async def stream_serve(
     request: StreamRequest,
     receive: Receive,
     send: Send,
-    route: RouteSpec,
     source: StreamSource,
-    deadline: StreamDeadline | None,
+    deadlines: Sequence[StreamDeadline],
     *,
+    limit: int,
+    watched: Sequence[Watched],
     head_sent: bool = False,
 ) -> None:
     """Serve ``source`` as this request's response until the client leaves or the stream ends.
 
-    ``head_sent``: the response started already (a stream held while Kafka was away).
+    ``limit``: the client's pending bytes before it is cut; ``watched``: its routes, held
+    against live reconfiguration; ``head_sent``: the response started already (a stream
+    held while Kafka was away).
     """
     flow = request.flow
     if not head_sent:
         await stream_start(send)
-    sink = sink_for(flow, send, route.max_pending_bytes)
-    # A change of this route (disabled, deleted, guard tightened) may end the stream (live reconfiguration).
-    open_stream = OpenStream(route, request.scope, request.query, end=source.end)
+    sink = sink_for(flow, send, limit)
+    # A change of a route (disabled, deleted, guard tightened) may end the stream (live reconfiguration).
+    opened = [OpenStream(watch.route, request.scope, request.query, end=watch.end) for watch in watched]
     open_streams = config_bus().streams
     disconnected = False
     try:
         source.attach(sink)
-        open_streams.add(open_stream)
+        for open_stream in opened:
+            open_streams.add(open_stream)
         # A guarded stream ends when its token expires (nothing after exp is delivered),
         # unless a challenge response moves the deadline first.
-        if deadline is not None:
+        for deadline in deadlines:
             deadline.start(on_challenge=source.challenge, on_expire=lambda: source.end("expired"))
         disconnected = await wait_until_over(receive, source.closed, source.end, flow)
     finally:
-        open_streams.remove(open_stream)
-        if deadline is not None:
+        for open_stream in opened:
+            open_streams.remove(open_stream)
+        for deadline in deadlines:
             deadline.cancel()
         source.detach()
         if flow is not None:

@@ -98,7 +98,10 @@ async def client(gateway: Any) -> AsyncIterator[httpx.AsyncClient]:
 
 @asynccontextmanager
 async def open_stream(
-    client: httpx.AsyncClient, path: str, headers: dict[str, str] | None = None, params: dict[str, str] | None = None
+    client: httpx.AsyncClient,
+    path: str,
+    headers: dict[str, str] | None = None,
+    params: dict[str, str] | httpx.QueryParams | None = None,
 ) -> AsyncIterator[Stream]:
     async with client.stream("GET", path, headers=headers, params=params) as response:
         assert response.status_code == 200, (await response.aread()).decode("utf-8", "replace")
