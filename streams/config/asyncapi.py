@@ -1,6 +1,6 @@
 """AsyncAPI 3.0 description of the routes (``GET /asyncapi.json``); :mod:`.asyncapi_import` reads it back.
 
-One channel per enabled route: its address is the route's path with its
+One channel per enabled route, and ``multiplexed`` (``/streams``) for any of them at once: its address is the route's path with its
 parameters, its messages the ordinary message (payload: the route's schema,
 else the topic's, else text), ``delete`` (tombstones) and ``challenge``
 (continuous authorization); one receive operation per channel carries the
@@ -55,6 +55,32 @@ CHALLENGE_MESSAGE = {
                 "type": "object",
                 "properties": {"content-type": {"type": "string", "const": "application/x-challenge-response"}},
             },
+        },
+    },
+}
+
+
+MUX_CHANNEL = "multiplexed"
+# Marks the channel that is not a route (the import passes over it).
+MUX_MARK = "x-sluice-multiplexed"
+MEMBER_MESSAGE = {
+    "name": "member",
+    "title": "A member's event",
+    "summary": "An event of one member: named '<alias>' or '<alias>.<type>', with the member's own data.",
+    "contentType": "text/plain",
+    "payload": {"type": "string", "description": "The member's payload, untouched."},
+}
+ENDED_MESSAGE = {
+    "name": "ended",
+    "title": "Member ended",
+    "summary": "One member ended while the others go on; leave it out when reconnecting.",
+    "contentType": "application/json",
+    "payload": {
+        "type": "object",
+        "required": ["member", "reason"],
+        "properties": {
+            "member": {"type": "string"},
+            "reason": {"type": "string", "enum": ["unauthorized", "route_removed"]},
         },
     },
 }
@@ -187,6 +213,8 @@ def asyncapi_document(*, base_url: str) -> dict[str, Any]:
             if route.roles:
                 operation["description"] = f"Needs roles: {', '.join(route.roles)}."
         operations[f"receive-{cid}"] = operation
+    if channels:
+        channels[MUX_CHANNEL], operations[f"receive-{MUX_CHANNEL}"] = multiplexed_channel(bool(schemes))
     document: dict[str, Any] = {
         "asyncapi": ASYNCAPI_VERSION,
         "info": {
@@ -209,6 +237,33 @@ def asyncapi_document(*, base_url: str) -> dict[str, Any]:
     if schemes:
         document["components"] = {"securitySchemes": schemes}
     return document
+
+
+def multiplexed_channel(guarded: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``/streams``: any of the channels above in one stream (docs/multiplexing.md)."""
+    messages: dict[str, Any] = {"member": MEMBER_MESSAGE, "ended": ENDED_MESSAGE}
+    if guarded:
+        messages["challenge"] = CHALLENGE_MESSAGE
+    channel = {
+        "address": "/streams",
+        "title": "Several routes in one stream",
+        "description": (
+            "GET /streams?s=alias:/path&s=... opens the named routes' streams as one response (1 to 16 members;"
+            " an alias is 1 to 32 of A-Z a-z 0-9 _ -, else the member's position). Each member's events keep"
+            " their data and are named '<alias>' (a message) or '<alias>.<type>' (delete, or an upstream's type);"
+            " their payloads are those of the member's own channel. The id is a composite of every member's"
+            " position: Last-Event-ID resumes them all. A guarded member must admit the request's token."
+        ),
+        "messages": messages,
+        MUX_MARK: True,
+    }
+    operation = {
+        "action": "receive",
+        "summary": "Open several routes as one text/event-stream.",
+        "channel": {"$ref": f"#/channels/{MUX_CHANNEL}"},
+        "messages": [{"$ref": f"#/channels/{MUX_CHANNEL}/messages/{name}"} for name in messages],
+    }
+    return channel, operation
 
 
 def route_params(path: str) -> list[str]:

@@ -26,6 +26,8 @@ def asyncapi_translate(source: Document) -> Translation:
     for cid, channel in channels.items() if isinstance(channels, dict) else []:
         at: DocPath = ("channels", cid)
         item = channel.get("x-sluice") if isinstance(channel, dict) else None
+        if item is None and isinstance(channel, dict) and channel.get("x-sluice-multiplexed"):
+            continue  # /streams: Sluice's own, made from the routes
         if item is None:
             translation.skip(at, "no x-sluice route: not a channel Sluice can serve")
             continue

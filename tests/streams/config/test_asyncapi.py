@@ -108,7 +108,7 @@ def test_document_without_routes_is_valid_asyncapi_3(db: None) -> None:
 
 def test_one_channel_per_enabled_route(configured: None) -> None:
     document = asyncapi_get()
-    channels = document["channels"]
+    channels = {cid: c for cid, c in document["channels"].items() if cid != "multiplexed"}
 
     assert {c["address"] for c in channels.values()} == {
         "/events/{topic}",
@@ -119,6 +119,16 @@ def test_one_channel_per_enabled_route(configured: None) -> None:
     private = channels["private-tenant-topic"]
     assert set(private["parameters"]) == {"tenant", "topic"}
     assert "parameters" not in channels["ticks"]
+
+
+def test_the_multiplexed_endpoint_is_described(configured: None) -> None:
+    document = asyncapi_get()
+    mux = document["channels"]["multiplexed"]
+    assert mux["address"] == "/streams"
+    assert set(mux["messages"]) == {"member", "ended", "challenge"}  # a guarded route exists
+    assert mux["messages"]["ended"]["payload"]["required"] == ["member", "reason"]
+    assert document["operations"]["receive-multiplexed"]["channel"] == {"$ref": "#/channels/multiplexed"}
+    assert "x-sluice" not in mux  # not a route: the import passes over it
 
 
 def test_messages_and_payloads(configured: None) -> None:
@@ -235,7 +245,8 @@ def test_decoded_payloads_are_described(db: None) -> None:
     route_upsert(path="/readings", topic="readings")
     route_upsert(path="/orders", topic="orders")
     document = asyncapi_get()
-    messages = {channel["address"]: channel["messages"]["message"] for channel in document["channels"].values()}
+    channels = document["channels"].values()
+    messages = {channel["address"]: channel["messages"].get("message") for channel in channels}
     assert messages["/readings"]["contentType"] == "application/json"
     assert messages["/readings"]["payload"]["properties"] == {"celsius": {"type": "number"}}
     assert messages["/orders"]["payload"]["x-sluice-format"] == "avro"

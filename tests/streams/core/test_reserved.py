@@ -68,6 +68,7 @@ def test_a_general_pattern_names_the_endpoints_it_never_serves() -> None:
         "/metrics",
         "/asyncapi.json",
         "/favicon.ico",
+        "/streams",
         "/admin/",
         "/api/",
         "/auth/",
