@@ -1,5 +1,5 @@
-// The page's access token from the development issuer (POST /auth/token): get one, show its
-// countdown, and answer a stream's `challenge` events with a fresh token (SPEC 4.3).
+// The demo pages' token panel: a token from the development issuer (POST /auth/token), its
+// countdown, and the count of challenges answered. sluice.js opens the streams and calls token().
 (() => {
   const panel = document.getElementById("token-panel");
   const $ = (id) => document.getElementById(id);
@@ -33,23 +33,16 @@
     $("token-expiry").dataset.left = String(left);
   }
 
-  // The challenge response: the request the challenge event describes (method and headers,
-  // SPEC 4.3), sent to the stream's own URL with the new token in the authorization header.
-  async function answer(path, challenge) {
-    let asked = {};
-    try { asked = JSON.parse(challenge.data || "{}"); } catch { /* the defaults below */ }
-    const token = await issue();
-    const response = await fetch(path, {
-      method: asked.method || "POST",
-      headers: {...(asked.headers || {}), authorization: `Bearer ${token}`},
-    });
-    if (response.status !== 204) {
-      const body = await response.json().catch(() => ({}));
-      throw new Error(`challenge response refused: ${response.status} ${body.reason || body.error || ""}`);
+  // Streams are opened with sluice.js (/static/sluice/sluice.js): it asks token() for a fresh token
+  // when it opens a stream and when it answers a challenge (SPEC 4.3), and reports each answer here.
+  function challenged(result) {
+    if (result.answered) {
+      answered += 1;
+      if ($("challenges-answered")) $("challenges-answered").textContent = String(answered);
+      status("challenge answered");
+    } else {
+      status(`challenge not answered: ${result.error ? result.error.message : "refused"}`);
     }
-    answered += 1;
-    $("challenges-answered").textContent = String(answered);
-    status("challenge answered");
   }
 
   // A page that brings its own token source (its identity provider's SDK, say) sets
@@ -61,17 +54,8 @@
     answered: () => answered,
     signedIn: () => Boolean(panel && panel.dataset.signedIn === "1"),
     issue,
-    // The stream URL with the token (EventSource cannot send headers), resuming at lastId if given.
-    url(path, lastId) {
-      const query = new URLSearchParams();
-      if (current) query.set("access_token", current.access_token);
-      if (lastId) query.set("lastEventId", lastId);
-      const text = query.toString();
-      return text ? `${path}${path.includes("?") ? "&" : "?"}${text}` : path;
-    },
-    attach(source, path) {
-      source.addEventListener("challenge", (event) => answer(path, event).catch((error) => status(error.message)));
-    },
+    token: issue,  // the token() callback sluice.js takes
+    challenged,  // its onChallenge
   };
   if (panel && $("token-get")) $("token-get").onclick = () => issue().catch((error) => status(error.message));
   setInterval(tick, 250);
