@@ -213,3 +213,11 @@ test("the stream is an EventTarget too", async () => {
   stream.close();
   assert.deepEqual(got, { member: null, type: "message", data: "hi", id: "" });
 });
+
+test("the TypeScript declarations name exactly the module's exports", async () => {
+  const { readFile } = await import("node:fs/promises");
+  const module = await import("../../../streams/static/sluice/sluice.js");
+  const declared = await readFile(new URL("../../../streams/static/sluice/sluice.d.ts", import.meta.url), "utf8");
+  const names = [...declared.matchAll(/^export (?:function|class) (\w+)/gm)].map((match) => match[1]);
+  assert.deepEqual(names.sort(), Object.keys(module).sort());
+});
