@@ -167,7 +167,8 @@ def test_challenges_keep_plain_and_multiplexed_streams_alive_and_a_failing_token
                     });
                 };
                 follow("plain", `/live/${tag}/guarded`);
-                follow("mux", [{alias: "mine", path: `/live/${tag}/guarded`}, {alias: "all", path: `/live/${tag}/public`}]);
+                follow("mux", [{alias: "mine", path: `/live/${tag}/guarded`},
+                               {alias: "all", path: `/live/${tag}/public`}]);
             }""",
             [MODULE, tag],
         )

@@ -28,9 +28,10 @@ async def metrics_read(http: httpx.AsyncClient, topic: str | None = None) -> dic
 
 
 async def metric_wait(
-    http: httpx.AsyncClient, name: str, topic: str, ok: Callable[[float], bool], *, within: float
+    http: httpx.AsyncClient, name: str, topic: str | None, ok: Callable[[float], bool], *, within: float
 ) -> float:
-    """Poll ``/metrics`` until ``name{topic}`` (0 while absent) satisfies ``ok``; its value then."""
+    """Poll ``/metrics`` until ``name{topic}`` (without ``topic``: the unlabelled ``name``; 0 while absent)
+    satisfies ``ok``; its value then."""
     last = 0.0
 
     async def reached() -> bool:

@@ -20,7 +20,7 @@ from streams.core.ids import progress_from_bytes
 from streams.core.mux.ids import composite_decode
 from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE
 from tests.streams.edge.test_wire import QUIET, WAIT, Stream, error_body, open_stream
-from tests.support.metrics_scrape import metrics_parse
+from tests.support.metrics_scrape import metric_wait, metrics_parse
 from tests.support.tokens import guard_fields, mint
 from tests.support.upstream_server import event_fields
 
@@ -350,3 +350,31 @@ def assert_key_order(values: list[str], keys: dict[str, str]) -> None:
         key, number = keys[value], int(value.rsplit("-", 1)[1])
         assert number > last.get(key, -1), value
         last[key] = number
+
+
+async def test_a_client_too_far_behind_is_cut_as_a_whole(
+    gateway_factory: Callable[..., Any], kafka: Any, route: Any
+) -> None:
+    """The members share one pending-bytes bound: a client that stops reading loses the whole stream, once."""
+    from tests.streams.server.test_slow_client import SlowClient
+
+    gateway = gateway_factory()
+    busy, quiet, tag = kafka.topic(), kafka.topic(), uuid.uuid4().hex[:6]
+    route(path=f"/mx/{tag}/busy", topic=busy, heartbeat_seconds=QUIET, max_pending_bytes=64 * 1024)
+    route(path=f"/mx/{tag}/quiet", topic=quiet, heartbeat_seconds=QUIET, max_pending_bytes=32 * 1024)
+    query = members(f"busy:/mx/{tag}/busy", f"quiet:/mx/{tag}/quiet")
+    slow = await asyncio.to_thread(SlowClient, gateway.port, f"/streams?{query}")
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=httpx.Timeout(WAIT)) as http:
+        await metric_wait(http, "sluice_multiplexed_streams", None, lambda v: v == 1, within=WAIT)
+        filler = "x" * 8192
+        for n in range(400):  # 3.2 MiB, fifty times the larger member's bound
+            kafka.produce(busy, f"{n}:{filler}", flush=False)
+        kafka.flush()
+        how = await asyncio.wait_for(asyncio.to_thread(slow.wait_closed), timeout=WAIT)
+        slow.close()
+        await metric_wait(http, "sluice_multiplexed_streams", None, lambda v: v == 0, within=WAIT)
+        text = (await http.get("/metrics")).text
+    assert how in ("reset", "closed")
+    cut = [line for line in text.splitlines() if line.startswith("sluice_slow_clients_cut_total")]
+    assert any(f'topic="{busy}"' in line and line.endswith(" 1.0") for line in cut), cut
+    assert not any(f'topic="{quiet}"' in line and not line.endswith(" 0.0") for line in cut), cut
