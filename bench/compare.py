@@ -23,8 +23,8 @@ Scenarios (every client is the uvloop client of ``bench/fanout.py``):
 - ``fanout``: 1,000 clients on one channel at 100 msg/s;
 - ``peak``: 100 clients on one channel, the rate doubled from ``--peak-start`` until a step loses
   an event, disconnects a client or has p99 over 1 s; the best passing step is reported;
-- ``idle``: 10,000 idle connections, server memory per connection (and Sluice's broker connections
-  with 10 and with 10,000 clients);
+- ``idle``: 10,000 idle connections, server memory per connection, server CPU over 20 quiet seconds
+  (and Sluice's broker connections with 10 and with 10,000 clients);
 - ``keyed``: 1,000 clients each with its own key (Sluice: a key filter from a path parameter;
   the peers: a channel per client), messages keyed round-robin;
 - ``volume``: the keyed scenario's delivered volume without filters (``keyed-rate / 100`` clients
@@ -70,6 +70,8 @@ SECTION_BEGIN = "<!-- bench/compare.py{} results: begin -->"
 SECTION_END = "<!-- bench/compare.py{} results: end -->"
 SERVERS = ("sluice", "sluice-2w", "sluice-uvicorn", "sluice-avro", "sse-starlette", "django-eventstream", "nchan")
 SCENARIOS = ("fanout", "peak", "idle", "keyed", "volume")
+# The quiet window over which the idle scenario reads the server's CPU.
+IDLE_CPU_SECONDS = 20.0
 
 
 # -- servers -------------------------------------------------------------------------
@@ -211,6 +213,10 @@ async def run_idle(server: Server, clients: int) -> Row:
         await asyncio.sleep(3.0)
         row.server_rss = tree_rss_bytes(server.pids())
         row.rss_per_connection = (row.server_rss - rss_base) / max(1, len(opened) - 10)
+        # What the held streams cost while nothing happens: server CPU over a quiet window.
+        cpu_before, quiet_started = tree_cpu_seconds(server.pids()), time.monotonic()
+        await asyncio.sleep(IDLE_CPU_SECONDS)
+        row.server_cpu = (tree_cpu_seconds(server.pids()) - cpu_before) / (time.monotonic() - quiet_started) * 100
         with_all = server.broker_connections()
         if with_ten is not None:
             row.broker_connections = f"{with_ten} -> {with_all}"
@@ -325,14 +331,15 @@ def per_connection(r: Row) -> str:
 
 def idle_table(rows: list[Row]) -> str:
     lines = [
-        "| server | connections held | server RSS | RSS / connection | broker connections (10 -> all) | note |",
-        "|---|---:|---:|---:|---|---|",
+        "| server | connections held | server RSS | RSS / connection | server CPU while idle "
+        "| broker connections (10 -> all) | note |",
+        "|---|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         if r.scenario == "idle":
             lines.append(
                 f"| {r.server} | {r.opened:,}/{r.clients:,} | {mib(r.server_rss)} | "
-                f"{per_connection(r)} | {r.broker_connections or 'n/a'} | {r.note} |"
+                f"{per_connection(r)} | {r.server_cpu:.2f} % | {r.broker_connections or 'n/a'} | {r.note} |"
             )
     return "\n".join(lines)
 

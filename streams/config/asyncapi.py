@@ -1,13 +1,14 @@
 """AsyncAPI 3.0 description of the routes (``GET /asyncapi.json``); :mod:`.asyncapi_import` reads it back.
 
-One channel per enabled route, and ``multiplexed`` (``/streams``) for any of them at once: its address is the route's path with its
+One channel per enabled route: its address is the route's path with its
 parameters, its messages the ordinary message (payload: the route's schema,
 else the topic's, else text), ``delete`` (tombstones) and ``challenge``
 (continuous authorization); one receive operation per channel carries the
 security schemes of the route's guard. Each channel also holds the route as a
 configuration item under ``x-sluice``, and the root the guards, schemas and
 topics under ``x-sluice``, so the document applied to an empty database
-recreates the same routes.
+recreates the same routes. The channel ``multiplexed`` (``/streams``) serves any
+of them at once; the import passes over it.
 """
 
 from __future__ import annotations

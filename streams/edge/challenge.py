@@ -9,8 +9,7 @@ holder's open streams on every worker.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 
 from guards.verification import Principal
 from streams.core.asgi import Send
@@ -42,22 +41,36 @@ def stream_deadlines(route: RouteSpec, principal: Principal | None) -> list[Stre
     return [deadline] if deadline is not None else []
 
 
-@asynccontextmanager
-async def deadlines_registered(deadlines: Sequence[StreamDeadline]) -> AsyncIterator[None]:
-    """Hear challenge responses for ``deadlines`` for as long as the block runs."""
-    if not deadlines:
-        yield
-        return
-    bus = reauthorization_bus()
-    registered: list[StreamDeadline] = []
-    try:
-        for deadline in deadlines:
-            await bus.stream_open(deadline)
-            registered.append(deadline)
-        yield
-    finally:
-        for deadline in registered:
-            bus.stream_close(deadline)
+class deadlines_registered:
+    """Hear challenge responses for ``deadlines`` while the ``async with`` block runs.
+
+    A class, not a generator-based context manager: every open stream holds one.
+    """
+
+    __slots__ = ("deadlines", "registered")
+
+    def __init__(self, deadlines: Sequence[StreamDeadline]) -> None:
+        self.deadlines = deadlines
+        self.registered: list[StreamDeadline] = []
+
+    async def __aenter__(self) -> None:
+        if not self.deadlines:
+            return
+        bus = reauthorization_bus()
+        try:
+            for deadline in self.deadlines:
+                await bus.stream_open(deadline)
+                self.registered.append(deadline)
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.registered:
+            bus = reauthorization_bus()
+            for deadline in self.registered:
+                bus.stream_close(deadline)
+            self.registered = []
 
 
 async def challenge_answer(route: RouteSpec, request: StreamRequest, send: Send) -> None:

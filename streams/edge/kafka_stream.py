@@ -60,7 +60,7 @@ class HubStream:
         self.route = route
         self.request = request
         self.hub = hub
-        self.plan = plan
+        self.plan: StartPlan | None = plan
         self.filters = filters
         self.started = started
         self.sub: Subscriber | None = None
@@ -86,7 +86,9 @@ class HubStream:
         )
         self.sub = Subscriber(sink, options)
         access_log("open", route, self.request.scope, 200, self.started)
-        self.hub.subscribe(self.sub, self.plan, route.retry_ms)
+        plan, self.plan = self.plan, None  # the subscriber has what it needs of it
+        assert plan is not None
+        self.hub.subscribe(self.sub, plan, route.retry_ms)
 
     def end(self, reason: str) -> None:
         if self.sub is not None:

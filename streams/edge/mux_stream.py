@@ -358,6 +358,7 @@ async def member_open(member: Member, request: StreamRequest, started: float, pa
         except EventIdError as exc:
             raise InvalidLastEventId(f"its position in the id: {exc}") from exc
     stream: HubStream = await hub_stream_open(route, member.params, request, started, member.principal, last)
+    assert stream.plan is not None
     member.source = stream
     member.start = kafka_part(progress_encode(stream.plan.positions))
 

@@ -16,7 +16,7 @@ from streams.edge.responses import send_error, stream_finish, stream_start
 from streams.edge.runtime import process_upstreams
 from streams.edge.stream import Watched, stream_serve
 from streams.fanout.sinks import Sink
-from streams.proxy.upstream import ProxySubscriber, Upstream, UpstreamError, heartbeats_write
+from streams.proxy.upstream import ProxySubscriber, Upstream, UpstreamError
 
 logger = logging.getLogger("sluice.streams")
 
@@ -28,7 +28,6 @@ class RelayedStream:
         self.route = route
         self.upstream = upstream
         self.sub = sub
-        self._beats: asyncio.Task[None] | None = None
 
     @property
     def closed(self) -> asyncio.Future[str]:
@@ -40,7 +39,6 @@ class RelayedStream:
 
     def attach(self, sink: Sink) -> None:
         self.upstream.attach(self.sub, sink)
-        self._beats = asyncio.ensure_future(heartbeats_write(self.upstream, self.sub, self.route.heartbeat_seconds))
 
     def end(self, reason: str) -> None:
         self.upstream.unsubscribe(self.sub)
@@ -51,8 +49,6 @@ class RelayedStream:
             self.upstream.cut(self.sub)
 
     def detach(self) -> None:
-        if self._beats is not None:
-            self._beats.cancel()
         self.upstream.unsubscribe(self.sub)
 
 
@@ -91,7 +87,12 @@ async def upstream_join(route: RouteSpec, last: str | None) -> tuple[Upstream, P
     """Join (or open) the route's upstream from ``last``; a refusal names the upstream's answer."""
     try:
         return await process_upstreams().subscribe(
-            route.upstream, last, retry_ms=route.retry_ms, limit=route.max_pending_bytes, schema=route.schema
+            route.upstream,
+            last,
+            retry_ms=route.retry_ms,
+            limit=route.max_pending_bytes,
+            schema=route.schema,
+            heartbeat_seconds=route.heartbeat_seconds,
         )
     except UpstreamError as exc:
         logger.warning("proxy stream on %s refused: %s", route.pattern.source, exc.detail)

@@ -185,7 +185,7 @@ class TopicHub:
         live in the same step and cannot miss a record.
         """
         sub.since_ms = plan.since_ms
-        sub.since_partitions = set(plan.since_partitions)
+        sub.since_partitions = set(plan.since_partitions) if plan.since_partitions else None
         start_id = progress_encode(plan.positions)
         sub.sent_progress = start_id
         if not sub.sink.write(preamble(retry_ms, start_id)):
@@ -208,7 +208,7 @@ class TopicHub:
         self.catching_up.pop(sub, None)
         sub.positions = None
         sub.demoted = False
-        sub.since_partitions.clear()
+        sub.since_partitions = None
         self.live.add(sub)
 
     def cut(self, sub: Subscriber) -> None:

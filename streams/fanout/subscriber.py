@@ -77,7 +77,8 @@ class Subscriber:
         # Progress of the last id the client was sent, to know when a checkpoint is due.
         self.sent_progress: str | None = None
         self.since_ms: int | None = None
-        self.since_partitions: set[int] = set()
+        # While catching up from ``since``: the partitions not yet past it.
+        self.since_partitions: set[int] | None = None
         self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.close_reason: str | None = None
         self.task: asyncio.Task[None] | None = None

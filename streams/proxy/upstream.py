@@ -114,11 +114,24 @@ class ProxySubscriber:
     first on :meth:`Upstream.attach`.
     """
 
-    __slots__ = ("sink", "limit", "schema", "backlog", "backlog_bytes", "closed", "close_reason", "__weakref__")
+    __slots__ = (
+        "sink",
+        "limit",
+        "schema",
+        "heartbeat_seconds",
+        "backlog",
+        "backlog_bytes",
+        "closed",
+        "close_reason",
+        "__weakref__",
+    )
 
-    def __init__(self, first: bytes, limit: int, schema: SchemaCheck | None = None) -> None:
+    def __init__(
+        self, first: bytes, limit: int, schema: SchemaCheck | None = None, heartbeat_seconds: float = 15.0
+    ) -> None:
         self.sink: Sink | None = None
         self.limit = limit
+        self.heartbeat_seconds = heartbeat_seconds
         self.schema = schema  # the route's: events whose data does not validate are not sent (SPEC 3, 5)
         self.backlog = [first]
         self.backlog_bytes = len(first)
@@ -200,6 +213,18 @@ class Upstream:
         sub.abort()
         sub.end("slow")
         self.owner.cut_slow += 1
+
+    def heartbeat(self, now: float) -> None:
+        """A keep-alive comment to each client that has had nothing for its ``heartbeat_seconds`` (SPEC 1)."""
+        for sub in list(self.subscribers):
+            sink = sub.sink
+            if sink is None or sub.closed.done():
+                continue
+            # A client that has not taken the last bytes yet gets nothing more to hold.
+            if now - sink.last_write < sub.heartbeat_seconds or sink.congested():
+                continue
+            if not sink.write(HEARTBEAT):
+                self.cut(sub)
 
     def _end_all(self, reason: str) -> None:
         for sub in list(self.subscribers):
@@ -320,6 +345,8 @@ class Upstreams:
     def __init__(self, client: httpx.AsyncClient | None = None) -> None:
         self._client = client
         self.upstreams: dict[tuple[str, str | None], Upstream] = {}
+        # One keep-alive pass a second over every upstream's clients: no timer per connection.
+        self._ticker: asyncio.Task[None] | None = None
         # Counters for /metrics (the upstreams come and go, these stay).
         self.cut_slow = 0
         self.reconnects = 0
@@ -333,7 +360,14 @@ class Upstreams:
         return self._client
 
     async def subscribe(
-        self, url: str, last_id: str | None, *, retry_ms: int, limit: int, schema: SchemaCheck | None = None
+        self,
+        url: str,
+        last_id: str | None,
+        *,
+        retry_ms: int,
+        limit: int,
+        schema: SchemaCheck | None = None,
+        heartbeat_seconds: float = 15.0,
     ) -> tuple[Upstream, ProxySubscriber]:
         """Join (or open) the upstream for ``url`` from ``last_id``; raises :class:`UpstreamError` if it refuses.
 
@@ -345,7 +379,9 @@ class Upstreams:
         if upstream is None or not upstream.joinable:
             upstream = Upstream(self.client, url, last_id, base_delay=retry_ms / 1000, owner=self)
             self.upstreams[key] = upstream
-        sub = ProxySubscriber(upstream.preamble(retry_ms), limit, schema)
+        sub = ProxySubscriber(upstream.preamble(retry_ms), limit, schema, heartbeat_seconds)
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="sluice-upstream-ticker")
         # Subscribed before the open finishes, so no event between the two is lost.
         upstream.subscribe(sub)
         try:
@@ -364,22 +400,21 @@ class Upstreams:
         if self.upstreams.get(key) is upstream:
             del self.upstreams[key]
 
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            for upstream in list(self.upstreams.values()):
+                try:
+                    upstream.heartbeat(now)
+                except Exception:
+                    logger.exception("keep-alive pass failed for upstream %s", upstream.url)
+
     async def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
         for upstream in list(self.upstreams.values()):
             upstream.close()
         if self._client is not None:
             await self._client.aclose()
-
-
-async def heartbeats_write(upstream: Upstream, sub: ProxySubscriber, heartbeat_seconds: float) -> None:
-    """A keep-alive comment whenever the attached client has had nothing for ``heartbeat_seconds`` (SPEC 1)."""
-    sink = sub.sink
-    assert sink is not None
-    while not sub.closed.done():
-        due = sink.last_write + heartbeat_seconds - time.monotonic()
-        if due > 0:
-            await asyncio.sleep(due)
-        elif sink.congested():
-            await asyncio.sleep(heartbeat_seconds)  # it has not taken the last bytes yet: no point adding more
-        elif not sink.write(HEARTBEAT):
-            upstream.cut(sub)

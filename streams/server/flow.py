@@ -23,6 +23,7 @@ import os
 import socket
 import struct
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from daphne.server import Server
@@ -34,6 +35,7 @@ from twisted.web import http
 from zope.interface import implementer
 
 from streams.edge.request import flow_attach
+from streams.server.inputs import InputQueue
 
 try:  # HTTP/2 needs twisted[http2]; without it every request is HTTP/1.x.
     from twisted.web._http2 import H2Stream as _H2Stream
@@ -116,10 +118,7 @@ class RequestFlow:
                 callback()
             return
 
-        def gone(failure: Failure) -> None:
-            callback()
-
-        request.notifyFinish().addErrback(gone)
+        request.notifyFinish().addErrback(_gone, callback)
 
     async def wait_resumed(self) -> None:
         if not self.paused or self._stopped:
@@ -167,6 +166,11 @@ class RequestFlow:
             channel.transport.abortConnection()
 
 
+def _gone(failure: Failure, callback: Callable[[], object]) -> None:
+    """The request ended without its response (a module function: no closure per stream)."""
+    callback()
+
+
 def _linger_off(transport: Any) -> None:
     """Make the close a reset: the kernel drops what it still holds for the client at once.
 
@@ -179,6 +183,10 @@ def _linger_off(transport: Any) -> None:
         return
     with contextlib.suppress(OSError, AttributeError):
         handle().setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+# Every request's scope shares it (nothing writes to it).
+ASGI_VERSION = {"version": "3.0"}
 
 
 class FlowServer(Server):
@@ -228,9 +236,17 @@ class FlowServer(Server):
         self.listen_success(port)
 
     def create_application(self, protocol: Any, scope: dict[str, Any]) -> Any:
-        if scope.get("type") == "http" and isinstance(protocol, http.Request):
-            flow_attach(scope, RequestFlow(protocol))
-        return super().create_application(protocol, scope)
+        """daphne's, with the request's :class:`RequestFlow` in the scope and an input queue made on demand."""
+        if scope.get("type") != "http" or not isinstance(protocol, http.Request):
+            return super().create_application(protocol, scope)
+        flow_attach(scope, RequestFlow(protocol))
+        queue = InputQueue()
+        scope.setdefault("asgi", ASGI_VERSION)
+        instance = self.application(scope=scope, receive=queue.get, send=partial(self.handle_reply, protocol))
+        if protocol not in self.connections:
+            return None
+        self.connections[protocol]["application_instance"] = asyncio.ensure_future(instance)
+        return queue
 
 
 def request_transports(connections: dict[Any, Any]) -> list[Any]:

@@ -339,3 +339,17 @@ async def test_route_schema_skips_upstream_events_once_per_event_and_moves_the_i
         assert registry.schema_rejected == 2  # two events, whatever the number of clients that skip them
     finally:
         await registry.close()
+
+
+async def test_quiet_relayed_streams_get_heartbeats(
+    client: httpx.AsyncClient, upstream_sse: UpstreamServer, route: Any
+) -> None:
+    """One pass a second over every upstream's clients keeps quiet ones alive (no timer per connection)."""
+    path = f"/proxy/{uuid.uuid4().hex[:8]}"
+    route(path=path, kind="sse-proxy", upstream=f"{upstream_sse.url}/events", topic="", heartbeat_seconds=1)
+    async with open_stream(client, path) as first, open_stream(client, path) as second:
+        await first.read_until(lambda s: s.parser.comments >= 2)
+        await second.read_until(lambda s: s.parser.comments >= 2)
+        upstream_sse.publish(1)
+        await first.read_until(lambda s: bool(s.messages))
+    assert first.messages[0].data == "event 1"
