@@ -6,6 +6,7 @@ import asyncio
 import functools
 import json
 import random
+import socket
 import threading
 import time
 import uuid
@@ -356,25 +357,55 @@ async def test_a_client_too_far_behind_is_cut_as_a_whole(
     gateway_factory: Callable[..., Any], kafka: Any, route: Any
 ) -> None:
     """The members share one pending-bytes bound: a client that stops reading loses the whole stream, once."""
-    from tests.streams.server.test_slow_client import SlowClient
-
     gateway = gateway_factory()
+    from streams.services import topic_upsert
+
     busy, quiet, tag = kafka.topic(), kafka.topic(), uuid.uuid4().hex[:6]
+    # A stalled stream first catches up from the cache at its own pace; it is cut once the cache has moved on.
+    topic_upsert(name=busy, cache_max_bytes=512 * 1024)
     route(path=f"/mx/{tag}/busy", topic=busy, heartbeat_seconds=QUIET, max_pending_bytes=64 * 1024)
     route(path=f"/mx/{tag}/quiet", topic=quiet, heartbeat_seconds=QUIET, max_pending_bytes=32 * 1024)
     query = members(f"busy:/mx/{tag}/busy", f"quiet:/mx/{tag}/quiet")
-    slow = await asyncio.to_thread(SlowClient, gateway.port, f"/streams?{query}")
+    slow = await asyncio.to_thread(StalledClient, gateway.port, f"/streams?{query}")
     async with httpx.AsyncClient(base_url=gateway.url, timeout=httpx.Timeout(WAIT)) as http:
         await metric_wait(http, "sluice_multiplexed_streams", None, lambda v: v == 1, within=WAIT)
         filler = "x" * 8192
-        for n in range(400):  # 3.2 MiB, fifty times the larger member's bound
+        # 19 MiB: more than the kernel's socket buffers take, 300 times the larger member's bound.
+        for n in range(2400):
             kafka.produce(busy, f"{n}:{filler}", flush=False)
         kafka.flush()
-        how = await asyncio.wait_for(asyncio.to_thread(slow.wait_closed), timeout=WAIT)
-        slow.close()
         await metric_wait(http, "sluice_multiplexed_streams", None, lambda v: v == 0, within=WAIT)
         text = (await http.get("/metrics")).text
+    how = await asyncio.wait_for(asyncio.to_thread(slow.wait_closed), timeout=WAIT)
     assert how in ("reset", "closed")
     cut = [line for line in text.splitlines() if line.startswith("sluice_slow_clients_cut_total")]
     assert any(f'topic="{busy}"' in line and line.endswith(" 1.0") for line in cut), cut
     assert not any(f'topic="{quiet}"' in line and not line.endswith(" 0.0") for line in cut), cut
+
+
+class StalledClient:
+    """A GET over a socket with a tiny receive buffer that reads the response head and then nothing."""
+
+    def __init__(self, port: int, path: str) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+        self.sock.settimeout(WAIT)
+        self.sock.connect(("127.0.0.1", port))
+        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            data = self.sock.recv(1024)
+            assert data, "the gateway closed before the response head"
+            head += data
+        assert head.startswith(b"HTTP/1.1 200"), head
+
+    def wait_closed(self) -> str:
+        """Read (and drop) what is left until the gateway's reset or close."""
+        try:
+            while self.sock.recv(65536):
+                pass
+        except ConnectionResetError:
+            return "reset"
+        finally:
+            self.sock.close()
+        return "closed"
