@@ -29,6 +29,7 @@ from streams.fanout.kafka import KafkaAccess, LiveFetcher, PartitionEnd, RecordM
 from streams.fanout.liveset import LiveSet
 from streams.fanout.planning import StartPlan, StartPlanner
 from streams.fanout.subscriber import Subscriber
+from streams.fanout.wheel import HeartbeatWheel
 
 if TYPE_CHECKING:
     from streams.core.formats.record import RecordDecoder
@@ -57,6 +58,8 @@ class TopicHub:
         self.cache = TopicCache(limits)
         self.live = LiveSet()
         self.catching_up: dict[Subscriber, None] = {}
+        # When each stream is next due a keep-alive (the ticker looks only at those).
+        self.beats: HeartbeatWheel[Subscriber] = HeartbeatWheel()
         # The topic's schema: a record it rejects reaches no stream (SPEC 5).
         self.schema: SchemaCheck | None = None
         self.tally = RouteTally()
@@ -191,6 +194,7 @@ class TopicHub:
         if not sub.sink.write(preamble(retry_ms, start_id)):
             self.cut(sub)
             return
+        self.beats.schedule(sub, sub.sink.last_write + sub.heartbeat_seconds)
         if not plan.snapshot and plan.positions == self.next:
             self.live.add(sub)
             return
@@ -200,6 +204,7 @@ class TopicHub:
     def unsubscribe(self, sub: Subscriber) -> None:
         self.live.remove(sub)
         self.catching_up.pop(sub, None)
+        self.beats.discard(sub)
         if sub.task is not None and not sub.task.done() and sub.task is not asyncio.current_task():
             sub.task.cancel()
 
@@ -236,11 +241,16 @@ class TopicHub:
         Also cuts streams that fell behind while live and whose position has since
         left the cache: they cannot keep up, and resume from their last id.
         """
-        for sub in [*self.live, *self.catching_up]:
-            if sub.demoted and sub.positions is not None and self.cache.behind(sub.positions):
+        for sub in [sub for sub in self.catching_up if sub.demoted]:
+            if sub.positions is not None and self.cache.behind(sub.positions):
                 self.cut(sub)
+        for sub in self.beats.due(now):
+            due = sub.sink.last_write + sub.heartbeat_seconds
+            if now < due:  # it wrote since: due later
+                self.beats.schedule(sub, due)
                 continue
-            if now - sub.sink.last_write < sub.heartbeat_seconds or sub.sink.congested():
+            if sub.sink.congested():  # it has not taken the last bytes: no point adding more yet
+                self.beats.schedule(sub, now + 1)
                 continue
             current = self.progress_id if sub.positions is None else progress_encode(sub.positions)
             if current != sub.sent_progress:
@@ -248,5 +258,7 @@ class TopicHub:
                 data = b":\n" + checkpoint_frame(current)
             else:
                 data = HEARTBEAT
-            if not sub.sink.write(data):
+            if sub.sink.write(data):
+                self.beats.schedule(sub, now + sub.heartbeat_seconds)
+            else:
                 self.cut(sub)

@@ -1,0 +1,53 @@
+"""The keep-alive wheel: a tick sees only the streams whose second has come."""
+
+from __future__ import annotations
+
+import time
+
+from streams.fanout.hub import TopicHub
+from streams.fanout.planning import StartPlan
+from streams.fanout.subscriber import Subscriber, SubscriberOptions
+from streams.fanout.wheel import HeartbeatWheel
+from tests.streams.fanout.test_hub import FakeSink, make_hub
+
+
+def test_members_come_due_in_order_once() -> None:
+    wheel: HeartbeatWheel[str] = HeartbeatWheel()
+    wheel.schedule("b", 12.5)
+    wheel.schedule("a", 10.0)
+    wheel.schedule("c", 30.0)
+    assert wheel.due(9.9) == []
+    assert wheel.due(13.0) == ["a", "b"]
+    assert wheel.due(13.0) == []
+    assert len(wheel) == 1
+    wheel.schedule("c", 14.0)  # moved, not added twice
+    wheel.discard("nobody")
+    assert wheel.due(100.0) == ["c"]
+    assert len(wheel) == 0
+
+
+async def test_a_tick_writes_only_to_streams_that_are_due() -> None:
+    hub: TopicHub = make_hub()
+    now = time.monotonic()
+    quiet, chatty = FakeSink(), FakeSink()
+    for sink in (quiet, chatty):
+        hub.subscribe(Subscriber(sink, SubscriberOptions(heartbeat_seconds=5)), StartPlan(dict(hub.next)), None)
+    written = {id(quiet): len(quiet.writes), id(chatty): len(chatty.writes)}
+    hub.heartbeat(now + 1)
+    assert len(quiet.writes) == written[id(quiet)]  # not due yet: not even looked at
+    chatty.last_write = now + 4  # it wrote since: due later
+    hub.heartbeat(now + 6)
+    assert quiet.writes[-1] == b":\n\n"
+    assert len(chatty.writes) == written[id(chatty)]
+    hub.heartbeat(now + 10)
+    assert chatty.writes[-1] == b":\n\n"
+    assert len(hub.beats) == 2
+
+
+async def test_streams_that_leave_leave_the_wheel() -> None:
+    hub: TopicHub = make_hub()
+    sub = Subscriber(FakeSink(), SubscriberOptions(heartbeat_seconds=3600))
+    hub.subscribe(sub, StartPlan(dict(hub.next)), None)
+    assert len(hub.beats) == 1
+    hub.unsubscribe(sub)
+    assert len(hub.beats) == 0  # nothing keeps a closed stream (and its connection) alive
