@@ -36,6 +36,7 @@ from zope.interface import implementer
 
 from streams.edge.request import flow_attach
 from streams.server.inputs import InputQueue
+from streams.server.reaping import EventReaping
 
 try:  # HTTP/2 needs twisted[http2]; without it every request is HTTP/1.x.
     from twisted.web._http2 import H2Stream as _H2Stream
@@ -189,8 +190,8 @@ def _linger_off(transport: Any) -> None:
 ASGI_VERSION = {"version": "3.0"}
 
 
-class FlowServer(Server):
-    """daphne's server, adding :class:`RequestFlow` to every HTTP scope.
+class FlowServer(EventReaping, Server):
+    """daphne's server, adding :class:`RequestFlow` to every HTTP scope, its connections reaped on events.
 
     With :meth:`adopt_socket` it serves an inherited listening socket instead of
     its endpoints (the worker processes of ``runstreams --workers``).
@@ -238,7 +239,9 @@ class FlowServer(Server):
     def create_application(self, protocol: Any, scope: dict[str, Any]) -> Any:
         """daphne's, with the request's :class:`RequestFlow` in the scope and an input queue made on demand."""
         if scope.get("type") != "http" or not isinstance(protocol, http.Request):
-            return super().create_application(protocol, scope)
+            queue = super().create_application(protocol, scope)
+            self.application_watch(protocol)
+            return queue
         flow_attach(scope, RequestFlow(protocol))
         queue = InputQueue()
         scope.setdefault("asgi", ASGI_VERSION)
@@ -246,6 +249,7 @@ class FlowServer(Server):
         if protocol not in self.connections:
             return None
         self.connections[protocol]["application_instance"] = asyncio.ensure_future(instance)
+        self.application_watch(protocol)
         return queue
 
 
