@@ -15,6 +15,7 @@ import functools
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any, Literal
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.types import StructType
 
 from .datasource import (
@@ -100,6 +101,68 @@ class BatchProgress:
             f"batch {self.batch_id}: {self.records_in} in, {self.records_valid} valid, {self.records_invalid} invalid"
         )
         return f"{line} ({rules})" if rules else line
+
+
+@dataclass(frozen=True)
+class BatchTiming:
+    """Where one micro-batch's time went, as Spark's progress reports it (``durationMs``, in ms).
+
+    ``triggerExecution`` is the whole batch; ``latestOffset`` and ``getBatch`` ask the source,
+    ``queryPlanning`` plans it, ``walCommit`` and ``commitOffsets`` write the checkpoint,
+    ``addBatch`` is the ``foreachBatch`` (validate, count, shape, write).
+    """
+
+    batch_id: int
+    rows: int
+    durations: dict[str, int]
+
+    # The parts in the order a batch goes through them.
+    PARTS = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets")
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{name} {self.durations[name]}" for name in self.PARTS if name in self.durations)
+        total = self.durations.get("triggerExecution", 0)
+        return f"batch {self.batch_id} timing: {total} ms for {self.rows} rows ({parts})"
+
+
+class _TimingListener(StreamingQueryListener):
+    """Hands each batch of one query that read records to ``on_timing``, once, as soon as Spark reports it.
+
+    Spark's listener bus delivers progress asynchronously; :meth:`flush` reports what it had not
+    delivered when the query ended, from the query's own record of its recent batches.
+    """
+
+    def __init__(self, query_name: str, on_timing: Callable[[BatchTiming], None]) -> None:
+        self.query_name = query_name
+        self.on_timing = on_timing
+        self.reported: set[int] = set()
+        self.lock = threading.Lock()
+
+    def report(self, progress: Any) -> None:
+        if progress.name != self.query_name or not progress.numInputRows:
+            return
+        with self.lock:
+            if progress.batchId in self.reported:
+                return
+            self.reported.add(progress.batchId)
+        durations = {str(k): int(v) for k, v in progress.durationMs.items()}
+        self.on_timing(BatchTiming(int(progress.batchId), int(progress.numInputRows), durations))
+
+    def flush(self, query: StreamingQuery) -> None:
+        for progress in query.recentProgress:
+            self.report(progress)
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        self.report(event.progress)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
 
 
 def spark_session(
@@ -308,6 +371,11 @@ def batch_process(batch: DataFrame, batch_id: int, spec: PipelineSpec, kafka_for
     return BatchProgress(batch_id, valid + invalid, valid, invalid, by_rule)
 
 
+def query_name(spec: PipelineSpec) -> str:
+    """The streaming query's name (Spark's progress reports and listeners name it)."""
+    return f"pipeline_{spec.name}".replace("-", "_").replace(".", "_")
+
+
 def pipeline_query(
     spark: SparkSession,
     spec: PipelineSpec,
@@ -329,7 +397,7 @@ def pipeline_query(
 
     writer = (
         source_stream(spark, spec, kafka_format)
-        .writeStream.queryName(f"pipeline_{spec.name}".replace("-", "_").replace(".", "_"))
+        .writeStream.queryName(query_name(spec))
         .option("checkpointLocation", spec.checkpoint_location)
         .foreachBatch(each_batch)
     )
@@ -347,24 +415,38 @@ def pipeline_run(
     kafka_format: KafkaFormat = "python",
     on_batch: Callable[[BatchProgress], None] | None = None,
     on_batch_start: Callable[[int], None] | None = None,
+    on_timing: Callable[[BatchTiming], None] | None = None,
 ) -> None:
-    """Run the pipeline until it is done (``once``) or stopped; Spark's failure becomes :class:`PipelineError`."""
+    """Run the pipeline until it is done (``once``) or stopped; Spark's failure becomes :class:`PipelineError`.
+
+    ``on_timing`` gets each batch's :class:`BatchTiming`: from Spark's listener thread shortly after the batch,
+    or, for batches it had not delivered when the query ended, then.
+    """
+    timing = _TimingListener(query_name(spec), on_timing) if on_timing is not None else None
+    if timing is not None:
+        spark.streams.addListener(timing)
     try:
-        query = pipeline_query(
-            spark, spec, once=once, kafka_format=kafka_format, on_batch=on_batch, on_batch_start=on_batch_start
-        )
-    except PipelineError:
-        raise
-    except Exception as exc:  # e.g. Spark's kafka format without its connector on the classpath
-        raise PipelineError(f"pipeline {spec.name} could not start: {exc}") from exc
-    try:
-        query.awaitTermination()
-    except KeyboardInterrupt:
-        query.stop()
-    except Exception as exc:
-        # A refusal of Sluice's own source (offsets outside the log) is said as it is, not inside Spark's trace.
-        own = re.search(r"pipeline\.datasource\.OffsetOutOfRange: ([^\n]*)", str(exc))
-        raise PipelineError(own.group(1) if own else f"pipeline {spec.name} failed: {exc}") from exc
-    finally:
-        if query.isActive:
+        try:
+            query = pipeline_query(
+                spark, spec, once=once, kafka_format=kafka_format, on_batch=on_batch, on_batch_start=on_batch_start
+            )
+        except PipelineError:
+            raise
+        except Exception as exc:  # e.g. Spark's kafka format without its connector on the classpath
+            raise PipelineError(f"pipeline {spec.name} could not start: {exc}") from exc
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
             query.stop()
+        except Exception as exc:
+            # A refusal of Sluice's own source (offsets outside the log) is said as it is, not inside Spark's trace.
+            own = re.search(r"pipeline\.datasource\.OffsetOutOfRange: ([^\n]*)", str(exc))
+            raise PipelineError(own.group(1) if own else f"pipeline {spec.name} failed: {exc}") from exc
+        finally:
+            if query.isActive:
+                query.stop()
+            if timing is not None:
+                timing.flush(query)
+    finally:
+        if timing is not None:
+            spark.streams.removeListener(timing)

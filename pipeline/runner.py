@@ -18,7 +18,7 @@ from streams.core.formats.spec import REGISTRY_FORMATS, FormatError, RecordForma
 from streams.models import Topic
 
 from .conf import pipeline_settings
-from .job import BatchProgress, KafkaFormat, PipelineError, PipelineSpec, pipeline_run, spark_session
+from .job import BatchProgress, BatchTiming, KafkaFormat, PipelineError, PipelineSpec, pipeline_run, spark_session
 from .models import Pipeline, PipelineRun
 from .schema_fetch import RegistryError
 from .services import pipeline_run_finish, pipeline_run_offset_resets, pipeline_run_progress, pipeline_run_start
@@ -181,10 +181,12 @@ def pipeline_execute(
     kafka_format: KafkaFormat = "python",
     report: Callable[[str], None] = print,
     reset_checkpoint: bool = False,
+    timings: bool = False,
 ) -> None:
     """Run the pipeline called ``name``, printing each batch's counts and keeping them on a :class:`PipelineRun`.
 
     ``reset_checkpoint`` starts over on purpose: the checkpoint (a local directory) is removed first.
+    ``timings`` also prints where each batch's time went (:class:`BatchTiming`); it is logged at DEBUG anyway.
     """
     try:
         pipeline = Pipeline.objects.select_related("schema").get(name=name)
@@ -232,9 +234,20 @@ def pipeline_execute(
             records_invalid=progress.records_invalid,
         )
 
+    def on_timing(timing: BatchTiming) -> None:
+        logger.debug("pipeline %s: %s", name, timing)
+        if timings:
+            report(str(timing))
+
     try:
         pipeline_run(
-            spark, spec, once=once, kafka_format=kafka_format, on_batch=on_batch, on_batch_start=on_batch_start
+            spark,
+            spec,
+            once=once,
+            kafka_format=kafka_format,
+            on_batch=on_batch,
+            on_batch_start=on_batch_start,
+            on_timing=on_timing,
         )
     except Exception as exc:
         pipeline_run_finish(run=run, error=str(exc)[:10_000])

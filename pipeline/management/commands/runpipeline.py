@@ -1,4 +1,7 @@
-"""``manage.py runpipeline NAME [--once] [--reset-checkpoint] [--master URL] [--kafka-format python|kafka]``."""
+"""``manage.py runpipeline NAME [--once] [--reset-checkpoint] [--master URL] [--kafka-format python|kafka]``.
+
+With ``-v 2`` it also prints where each micro-batch's time went (Spark's progress durations).
+"""
 
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ class Command(BaseCommand):
                 kafka_format=options["kafka_format"],
                 report=report,
                 reset_checkpoint=options["reset_checkpoint"],
+                timings=options["verbosity"] >= 2,
             )
         except PipelineError as exc:
             raise CommandError(str(exc)) from exc
