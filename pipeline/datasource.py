@@ -63,6 +63,15 @@ _ARROW_BATCH_ROWS = 20_000
 VALUE_FORMAT_OPTION = "value.format"
 VALUE_AVRO_SCHEMA_OPTION = "value.avro_schema"
 REGISTRY_OPTION = "registry"
+# fetch.wait.max.ms of every consumer here. A read stops at an offset it knows exists and the end of a
+# partition is found by fetching its last batch, so a waiting fetch is never needed; and tansu, the
+# embedded broker, holds one for the whole wait even when records arrive, which delays the next fetch
+# of a reused consumer (the stream's planning one) by as much.
+FETCH_WAIT_MS = 10
+# A micro-batch's partitions share Spark tasks until each task has this many records: a task costs
+# far more than reading a few thousand records, so a small batch is one task, a large one a task per
+# Kafka partition (the stream's ``minRecordsPerTask`` option).
+MIN_RECORDS_PER_TASK = 50_000
 # A registry that does not answer is waited for: first this long, doubling up to the maximum, for as long as it takes.
 REGISTRY_RETRY_FIRST_SECONDS = 0.5
 REGISTRY_RETRY_MAX_SECONDS = 10.0
@@ -87,6 +96,30 @@ class PartitionRange(InputPartition):
         self.end = end
 
 
+class RangeGroup(InputPartition):
+    """Ranges of several partitions that one Spark task reads one after the other."""
+
+    def __init__(self, ranges: Sequence[PartitionRange]) -> None:
+        super().__init__([r.partition for r in ranges])
+        self.ranges = list(ranges)
+
+
+def ranges_group(ranges: Sequence[PartitionRange], min_records: int) -> list[RangeGroup]:
+    """``ranges`` in order, in groups of at least ``min_records`` records each (the last one may hold fewer)."""
+    groups: list[RangeGroup] = []
+    current: list[PartitionRange] = []
+    records = 0
+    for span in ranges:
+        current.append(span)
+        records += span.end - span.start
+        if records >= min_records:
+            groups.append(RangeGroup(current))
+            current, records = [], 0
+    if current:
+        groups.append(RangeGroup(current))
+    return groups
+
+
 def consumer_config(options: dict[str, str]) -> dict[str, Any]:
     """librdkafka settings for a reader: no group subscription, partitions are assigned (tansu joins are slow)."""
     config: dict[str, Any] = {
@@ -95,7 +128,7 @@ def consumer_config(options: dict[str, str]) -> dict[str, Any]:
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": 100,
+        "fetch.wait.max.ms": FETCH_WAIT_MS,
         "log_level": 0,
     }
     config.update({k[len("kafka.") :]: v for k, v in options.items() if k.startswith("kafka.")})
@@ -114,7 +147,11 @@ def partition_ends(consumer: Consumer, topic: str, partitions: Sequence[int], ti
     """Offset after the last record of each partition.
 
     The high watermark alone is not enough: tansu answers the base offset of the last batch
-    plus one. So read from there to the end of the partition (the EOF a fetch reports).
+    plus one. So fetch from there: the batch comes whole (librdkafka queues a fetched batch at
+    once, and :func:`messages_next` takes all that is queued), and the offset after the last
+    record fetched is the end. A partition is done once its fetch reached the watermark's record
+    (or reported its end), without waiting for an end-of-partition event: on a topic being
+    written to, that event keeps moving away, and each wait for it costs a fetch wait.
     """
     ends: dict[int, int] = {}
     assign: list[TopicPartition] = []
@@ -128,20 +165,22 @@ def partition_ends(consumer: Consumer, topic: str, partitions: Sequence[int], ti
     if not assign:
         return ends
     consumer.assign(assign)
-    pending = {tp.partition for tp in assign}
+    pending = {tp.partition: tp.offset for tp in assign}
     deadline = time.monotonic() + timeout
     try:
         while pending and time.monotonic() < deadline:
-            for message in consumer.consume(1000, timeout=0.5):
+            for message in messages_next(consumer, 10_000, min(0.5, max(0.0, deadline - time.monotonic()))):
                 error = message.error()
                 if error is not None and error.code() != KafkaError._PARTITION_EOF:
                     raise KafkaException(error)
                 partition, offset = _position(message)
                 if error is not None:  # end of partition: the offset is the one after the last record
                     ends[partition] = max(ends[partition], offset)
-                    pending.discard(partition)
+                    pending.pop(partition, None)
                 else:
                     ends[partition] = max(ends[partition], offset + 1)
+                    if offset >= pending.get(partition, offset + 1):
+                        pending.pop(partition)
     finally:
         consumer.unassign()
     if pending:
@@ -154,6 +193,18 @@ def partition_starts(
 ) -> dict[int, int]:
     """The first retained offset of each partition."""
     return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[0] for p in partitions}
+
+
+def messages_next(consumer: Consumer, limit: int, timeout: float) -> list[Message]:
+    """Up to ``limit`` messages: the first waited for (at most ``timeout``), then only those already fetched.
+
+    ``consume(limit, timeout)`` alone returns when it has ``limit`` messages or the timeout has
+    passed, so a read of a few records would always pay the whole timeout.
+    """
+    first = consumer.consume(1, timeout=timeout)
+    if not first or limit <= 1:
+        return first
+    return first + consumer.consume(limit - 1, timeout=0)
 
 
 def _position(message: Message) -> tuple[int, int]:
@@ -279,7 +330,7 @@ def partition_read(options: dict[str, str], span: PartitionRange) -> Iterator[pa
         position = span.start
         last_progress = time.monotonic()
         while position < span.end:
-            messages = consumer.consume(10_000, timeout=0.5)
+            messages = messages_next(consumer, 10_000, 0.5)
             for message in messages:
                 error = message.error()
                 if error is not None:
@@ -380,13 +431,15 @@ class KafkaStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         first, last = offsets_decode(start), offsets_decode(end)
         first = self.offsets_checked(first, last)
-        return [
+        ranges = [
             PartitionRange(self.topic, p, first.get(p, 0), last[p]) for p in sorted(last) if last[p] > first.get(p, 0)
         ]
+        return ranges_group(ranges, int(self.options.get("minrecordspertask", MIN_RECORDS_PER_TASK)))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, PartitionRange)
-        return partition_read(self.options, partition)
+        assert isinstance(partition, RangeGroup)
+        for span in partition.ranges:
+            yield from partition_read(self.options, span)
 
     def offsets_checked(self, first: dict[int, int], last: dict[int, int]) -> dict[int, int]:
         """The batch's start offsets, held against the log as it is now (each micro-batch, the first included).

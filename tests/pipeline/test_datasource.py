@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from confluent_kafka import Consumer, Producer
 from django.core.management import CommandError, call_command
 
-from pipeline.datasource import FORMAT_NAME
+from pipeline.datasource import (
+    FORMAT_NAME,
+    KafkaStreamReader,
+    PartitionRange,
+    consumer_config,
+    partition_ends,
+    ranges_group,
+)
 from pipeline.models import PipelineRun
 from pipeline.services import pipeline_upsert
 from tests.support.pipeline_records import SCORE_SCHEMA, topic_read
@@ -101,3 +111,69 @@ def test_writer_takes_each_rows_topic_without_the_option(spark: Any, kafka: Any)
     df.write.format(FORMAT_NAME).mode("append").option("bootstrap", kafka.bootstrap).save()
     assert sorted(r.value for r in topic_read(kafka.bootstrap, first)) == [f"v{i}".encode() for i in (1, 3, 5, 7, 9)]
     assert sorted(r.value for r in topic_read(kafka.bootstrap, second)) == [f"v{i}".encode() for i in (0, 2, 4, 6, 8)]
+
+
+def test_ranges_group_fills_each_task_up_to_the_minimum() -> None:
+    ranges = [PartitionRange("t", p, 100, 100 + size) for p, size in enumerate([10, 20, 30, 500, 5])]
+    groups = ranges_group(ranges, 50)
+    assert [[r.partition for r in g.ranges] for g in groups] == [[0, 1, 2], [3], [4]]
+    assert [[r.partition for r in g.ranges] for g in ranges_group(ranges, 1)] == [[0], [1], [2], [3], [4]]
+    assert ranges_group([], 50) == []
+
+
+def test_stream_reads_a_small_batch_of_several_partitions_in_one_task(kafka: Any) -> None:
+    topic = kafka.topic(partitions=3)
+    for i in range(30):
+        kafka.produce(topic, f"v{i}", partition=i % 3, flush=False)
+    kafka.flush()
+    reader = KafkaStreamReader({"bootstrap": kafka.bootstrap, "topic": topic})
+    try:
+        start, end = reader.initialOffset(), reader.latestOffset()
+        assert end["partitions"] == {"0": 10, "1": 10, "2": 10}
+        (task,) = reader.partitions(start, end)
+        rows = pa.Table.from_batches(list(reader.read(task))).to_pylist()
+        assert sorted((r["partition"], r["offset"]) for r in rows) == sorted((i % 3, i // 3) for i in range(30))
+        # Past the minimum, a task per partition again.
+        big = KafkaStreamReader({"bootstrap": kafka.bootstrap, "topic": topic, "minrecordspertask": "10"})
+        assert len(big.partitions(start, end)) == 3
+        big.stop()
+    finally:
+        reader.stop()
+
+
+def test_partition_ends_are_found_while_records_keep_arriving(kafka: Any) -> None:
+    """The end is read from the last batch, not waited for as an end of partition that keeps moving away."""
+    topic = kafka.topic(partitions=2)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 1, "log_level": 0})
+    produced = [0, 0]
+    stop = threading.Event()
+
+    def produce() -> None:
+        n = 0
+        while not stop.is_set():
+            producer.produce(topic, b"x" * 50, partition=n % 2)
+            producer.poll(0)
+            n += 1
+            if n % 20 == 0:
+                producer.flush(10)
+                produced[:] = [(n + 1) // 2, n // 2]
+                stop.wait(0.005)
+        producer.flush(10)
+
+    writer = threading.Thread(target=produce, daemon=True)
+    writer.start()
+    consumer = Consumer(consumer_config({"bootstrap": kafka.bootstrap}))
+    try:
+        while sum(produced) < 200:
+            stop.wait(0.01)
+        for _ in range(5):
+            before = list(produced)
+            ends = partition_ends(consumer, topic, [0, 1])
+            after = list(produced)
+            # Every record acknowledged before the call is below its end; none beyond what was written.
+            assert all(before[p] <= ends[p] for p in (0, 1)), (before, ends)
+            assert all(ends[p] <= after[p] + 20 for p in (0, 1)), (after, ends)
+    finally:
+        stop.set()
+        writer.join(30)
+        consumer.close()

@@ -9,11 +9,13 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
+from django.core.management import call_command
 
 from pipeline.datasource import partition_ends, topic_partitions
 from pipeline.job import OFFSET_HEADER, PARTITION_HEADER, RULE_HEADER, TOPIC_HEADER
@@ -193,3 +195,26 @@ def test_kill_mid_batch_and_restart_loses_nothing(stream_db: None, kafka: Any, t
     assert [r.status for r in runs] == ["interrupted", "succeeded"]
     assert sum(r.records_in for r in runs) >= TOTAL - 1500  # the first run's last batch was lost with it
     assert runs[1].records_valid + runs[1].records_invalid == runs[1].records_in
+
+
+@pytest.mark.django_db(transaction=True)
+def test_verbose_run_says_where_each_batch_spent_its_time(spark: Any, pipeline_kafka: Any, tmp_path: Path) -> None:
+    raw = pipeline_kafka.topic(partitions=2, prefix="raw")
+    records_produce(pipeline_kafka.bootstrap, raw, raw_scores(60), 2)
+    pipeline_upsert(
+        name="scores-timed",
+        source_topic=raw,
+        json_schema=SCORE_SCHEMA,
+        sql=SCORE_SQL,
+        sink_topic=pipeline_kafka.topic(prefix="sink"),
+        checkpoint_location=str(tmp_path / "checkpoint"),
+    )
+    quiet, verbose = StringIO(), StringIO()
+    call_command("runpipeline", "scores-timed", "--once", stdout=quiet)
+    assert "timing" not in quiet.getvalue()
+    records_produce(pipeline_kafka.bootstrap, raw, raw_scores(40), 2)
+    call_command("runpipeline", "scores-timed", "--once", verbosity=2, stdout=verbose)
+    lines = re.findall(r"^batch (\d+) timing: \d+ ms for (\d+) rows \((.*)\)$", verbose.getvalue(), re.MULTILINE)
+    assert [(batch, rows) for batch, rows, _ in lines] == [("1", "40")], verbose.getvalue()
+    parts = dict(part.rsplit(" ", 1) for part in lines[0][2].split(", "))
+    assert {"latestOffset", "walCommit", "addBatch", "commitOffsets"} <= set(parts)
