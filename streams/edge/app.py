@@ -17,13 +17,14 @@ from streams.core.routes import RouteSpec
 from streams.edge.challenge import challenge_answer
 from streams.edge.cors import cors_headers, is_preflight, preflight_headers
 from streams.edge.kafka_stream import kafka_stream
-from streams.edge.limits import stream_limited
+from streams.edge.limits import App, stream_limited
 from streams.edge.mux_stream import MUX_PATH, mux_app
 from streams.edge.proxy_stream import proxy_stream
 from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE
 from streams.edge.request import StreamRequest, route_methods
 from streams.edge.responses import empty_answer, send_error, send_with_headers
 from streams.edge.runtime import config_bus
+from streams.edge.teardown import teardown_attach
 from streams.selectors import route_table
 
 SSE_PROXY = "sse-proxy"
@@ -38,15 +39,26 @@ class StreamRouter:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             await config_bus().start()  # from the first request on, this process hears configuration changes
-            if scope["path"] == MUX_PATH:
-                await stream_limited(mux_request_app, scope, receive, send)
-                return
-            found = (await route_table()).match(scope["path"])
-            if found is not None:
-                route, params = found
-                await stream_limited(RouteApp(route, params), scope, receive, send)
+            app = await stream_app(scope["path"])
+            if app is not None:
+                teardown = teardown_attach(scope)
+                try:
+                    await stream_limited(app, scope, receive, send)
+                finally:
+                    teardown.returned()
                 return
         await self.fallback(scope, receive, send)
+
+
+async def stream_app(path: str) -> App | None:
+    """The app of a stream path: several routes (``/streams``) or one route; None for any other path."""
+    if path == MUX_PATH:
+        return mux_request_app
+    found = (await route_table()).match(path)
+    if found is None:
+        return None
+    route, params = found
+    return RouteApp(route, params)
 
 
 async def mux_request_app(scope: Scope, receive: Receive, send: Send) -> None:

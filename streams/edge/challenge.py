@@ -10,6 +10,7 @@ holder's open streams on every worker.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from guards.verification import Principal
 from streams.core.asgi import Send
@@ -21,6 +22,7 @@ from streams.edge.reauthorization import NotPublished, StreamDeadline
 from streams.edge.request import StreamRequest
 from streams.edge.responses import empty_answer, send_error
 from streams.edge.runtime import reauthorization_bus
+from streams.edge.teardown import Teardown
 
 
 def stream_deadline(route: RouteSpec, principal: Principal | None) -> StreamDeadline | None:
@@ -41,36 +43,27 @@ def stream_deadlines(route: RouteSpec, principal: Principal | None) -> list[Stre
     return [deadline] if deadline is not None else []
 
 
-class deadlines_registered:
-    """Hear challenge responses for ``deadlines`` while the ``async with`` block runs.
+async def deadlines_register(deadlines: Sequence[StreamDeadline], teardown: Teardown) -> None:
+    """Hear challenge responses for ``deadlines`` until the stream's ``teardown``.
 
-    A class, not a generator-based context manager: every open stream holds one.
+    Registered before the response starts: once a client sees ``200``, a challenge
+    response reaches the stream.
     """
+    if not deadlines:
+        return
+    registered: list[StreamDeadline] = []
+    teardown.defer(partial(_deadlines_unregister, registered))
+    bus = reauthorization_bus()
+    for deadline in deadlines:
+        await bus.stream_open(deadline)
+        registered.append(deadline)
 
-    __slots__ = ("deadlines", "registered")
 
-    def __init__(self, deadlines: Sequence[StreamDeadline]) -> None:
-        self.deadlines = deadlines
-        self.registered: list[StreamDeadline] = []
-
-    async def __aenter__(self) -> None:
-        if not self.deadlines:
-            return
-        bus = reauthorization_bus()
-        try:
-            for deadline in self.deadlines:
-                await bus.stream_open(deadline)
-                self.registered.append(deadline)
-        except BaseException:
-            await self.__aexit__(None, None, None)
-            raise
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self.registered:
-            bus = reauthorization_bus()
-            for deadline in self.registered:
-                bus.stream_close(deadline)
-            self.registered = []
+def _deadlines_unregister(registered: list[StreamDeadline]) -> None:
+    bus = reauthorization_bus()
+    for deadline in registered:
+        bus.stream_close(deadline)
+    registered.clear()
 
 
 async def challenge_answer(route: RouteSpec, request: StreamRequest, send: Send) -> None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from streams.conf import streams_settings
 from streams.core.asgi import Receive, Scope, Send
 from streams.core.errors import TooManyStreams
 from streams.edge.responses import send_error
+from streams.edge.teardown import stream_teardown
 
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
@@ -38,9 +40,12 @@ async def stream_limited(app: App, scope: Scope, receive: Receive, send: Send) -
         await send_error(send, error)
         return
     _open[address] += 1
-    try:
-        await app(scope, receive, send)
-    finally:
-        _open[address] -= 1
-        if not _open[address]:
-            del _open[address]
+    # Given back when the stream ends, which may be after the app returned (streams.edge.teardown).
+    stream_teardown(scope).defer(partial(_release, address))
+    await app(scope, receive, send)
+
+
+def _release(address: str) -> None:
+    _open[address] -= 1
+    if not _open[address]:
+        del _open[address]

@@ -35,7 +35,7 @@ from streams.core.mux.members import MemberError, MemberSpec, members_parse
 from streams.core.routes import RouteSpec
 from streams.edge.access import refusal_reason
 from streams.edge.admission import stream_admit
-from streams.edge.challenge import deadlines_registered
+from streams.edge.challenge import deadlines_register
 from streams.edge.cors import cors_headers, is_preflight, preflight_headers
 from streams.edge.counters import (
     admission_refusals,
@@ -51,6 +51,7 @@ from streams.edge.request import STREAM_METHODS, StreamRequest
 from streams.edge.responses import empty_answer, send_error, send_with_headers, stream_finish, stream_start
 from streams.edge.runtime import reauthorization_bus
 from streams.edge.stream import CUT_SLOW, StreamSource, Watched, stream_serve
+from streams.edge.teardown import stream_teardown
 from streams.edge.unavailable import stream_hold, temporary
 from streams.fanout.sinks import Sink
 from streams.selectors import route_table
@@ -374,17 +375,17 @@ async def mux_respond(mux: MuxRequest, receive: Receive, send: Send, retry_ms: i
         return
     stream = MuxStream(mux.members, retry_ms)
     deadlines = mux_deadlines(mux.members)
-    async with deadlines_registered(deadlines):
-        await stream_serve(
-            mux.request,
-            receive,
-            send,
-            stream,
-            deadlines,
-            limit=max(m.route.max_pending_bytes for m in mux.members),
-            watched=[Watched(m.route, m.source.end) for m in mux.members if m.source is not None],
-            head_sent=head_sent,
-        )
+    await deadlines_register(deadlines, stream_teardown(mux.request.scope))
+    await stream_serve(
+        mux.request,
+        receive,
+        send,
+        stream,
+        deadlines,
+        limit=max(m.route.max_pending_bytes for m in mux.members),
+        watched=[Watched(m.route, m.source.end) for m in mux.members if m.source is not None],
+        head_sent=head_sent,
+    )
 
 
 def mux_deadlines(members: Sequence[Member]) -> list[StreamDeadline]:

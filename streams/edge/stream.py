@@ -21,6 +21,7 @@ from streams.edge.reconfiguration import OpenStream
 from streams.edge.request import StreamRequest
 from streams.edge.responses import stream_finish, stream_start
 from streams.edge.runtime import config_bus
+from streams.edge.teardown import stream_teardown
 from streams.fanout.sinks import Flow, FlowSink, QueueSink, Sink
 
 # The close reason of a stream whose client went away.
@@ -80,7 +81,9 @@ async def stream_serve(
 
     ``limit``: the client's pending bytes before it is cut; ``watched``: its routes, held
     against live reconfiguration; ``head_sent``: the response started already (a stream
-    held while Kafka was away).
+    held while Kafka was away). On daphne with Sluice's server this returns once the
+    stream is live, and the stream ends in callbacks (:mod:`streams.edge.teardown`);
+    elsewhere it waits for the end.
     """
     flow = request.flow
     if not head_sent:
@@ -88,34 +91,75 @@ async def stream_serve(
     sink = sink_for(flow, send, limit)
     # A change of a route (disabled, deleted, guard tightened) may end the stream (live reconfiguration).
     opened = [OpenStream(watch.route, request.scope, request.query, end=watch.end) for watch in watched]
-    open_streams = config_bus().streams
-    disconnected = False
+    ending = StreamEnding(source, opened, deadlines, flow)
     try:
         source.attach(sink)
-        for open_stream in opened:
+        open_streams = config_bus().streams
+        for open_stream in ending.opened:
             open_streams.add(open_stream)
         # A guarded stream ends when its token expires (nothing after exp is delivered),
         # unless a challenge response moves the deadline first.
         for deadline in deadlines:
-            deadline.start(on_challenge=source.challenge, on_expire=lambda: source.end("expired"))
-        if flow is not None:
-            # On daphne the request says when its client goes: no task, no extra frame per stream.
-            flow.on_gone(partial(source.end, CLIENT_GONE))
-            disconnected = await source.closed == CLIENT_GONE
-        else:
-            disconnected = await wait_until_over(receive, source.closed)
+            deadline.start(on_challenge=source.challenge, on_expire=partial(source.end, "expired"))
+    except BaseException:
+        ending.clean_up()
+        raise
+    if flow is not None:
+        # On daphne the request says when its client goes, and nothing needs to wait: no task,
+        # no coroutine per open stream. The clean-up runs when the source's end resolves.
+        flow.on_gone(ending.client_gone)
+        teardown = stream_teardown(request.scope)
+        teardown.defer(ending.finish)
+        teardown.hand_off(source.closed)
+        return
+    try:
+        disconnected = await wait_until_over(receive, source.closed)
     finally:
-        for open_stream in opened:
-            open_streams.remove(open_stream)
-        for deadline in deadlines:
-            deadline.cancel()
-        source.detach()
-        if flow is not None:
-            flow.release()
+        ending.clean_up()
     if not disconnected and source.close_reason != CUT_SLOW:
         if isinstance(sink, QueueSink):
             await sink.close()
         await stream_finish(send)
+
+
+class StreamEnding:
+    """What ends with a stream, however it ends: its live-configuration watches, its deadlines, its source."""
+
+    __slots__ = ("deadlines", "flow", "opened", "source")
+
+    def __init__(
+        self,
+        source: StreamSource,
+        opened: list[OpenStream],
+        deadlines: Sequence[StreamDeadline],
+        flow: Flow | None,
+    ) -> None:
+        self.source = source
+        self.opened = opened
+        self.deadlines = deadlines
+        self.flow = flow
+
+    def client_gone(self) -> None:
+        self.source.end(CLIENT_GONE)
+
+    def clean_up(self) -> None:
+        open_streams = config_bus().streams
+        for open_stream in self.opened:
+            open_streams.remove(open_stream)
+        for deadline in self.deadlines:
+            deadline.cancel()
+        self.source.detach()
+
+    def finish(self) -> None:
+        """Clean up, and end the response unless the client went or was cut (its connection is gone)."""
+        flow = self.flow
+        assert flow is not None
+        try:
+            self.clean_up()
+        finally:
+            flow.release()
+            if self.source.close_reason not in (CLIENT_GONE, CUT_SLOW):
+                flow.finish()
 
 
 def client_disconnect(receive: Receive) -> asyncio.Task[None]:

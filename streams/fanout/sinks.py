@@ -44,6 +44,9 @@ class Flow(Protocol):
     def abort(self) -> None:
         """Drop the connection without sending what is pending."""
 
+    def finish(self) -> None:
+        """End the response (unless it ended or the client went)."""
+
 
 class Sink(Protocol):
     limit: int

@@ -32,6 +32,7 @@ from twisted.internet.interfaces import IPushProducer
 from twisted.internet.tcp import Server as TcpServer
 from twisted.python.failure import Failure
 from twisted.web import http
+from twisted.web.http_headers import Headers
 from zope.interface import implementer
 
 from streams.edge.request import flow_attach
@@ -80,6 +81,10 @@ class RequestFlow:
                 transport = getattr(request.channel, "transport", None)
                 if type(transport) is TcpServer:
                     self._direct = transport
+                    # The head is out, and Twisted reads neither the request's headers (the ASGI
+                    # scope has its own list) nor the response's again: an idle stream keeps neither.
+                    request.requestHeaders = Headers()
+                    request.responseHeaders = Headers()  # written already
         elif data and not request._disconnected:
             request.sentLength += len(data)
             self._send(direct, b"%x\r\n%b\r\n" % (len(data), data))
@@ -152,6 +157,12 @@ class RequestFlow:
         if self._registered and self.request.producer is self and self.request.channel is not None:
             self.request.unregisterProducer()
         self._registered = False
+
+    def finish(self) -> None:
+        """End the response: the last chunk, then the connection is free for the next request."""
+        request = self.request
+        if not request.finished and not request._disconnected and request.channel is not None:
+            request.finish()
 
     def abort(self) -> None:
         """Drop the client now: TCP reset on HTTP/1.x, RST_STREAM on HTTP/2."""

@@ -40,6 +40,9 @@ class FakeFlow:
     def abort(self) -> None:
         self.aborted = True
 
+    def finish(self) -> None:
+        pass
+
     def pause(self) -> None:
         self.paused = True
         self._resumed.clear()
