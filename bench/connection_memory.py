@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -39,6 +40,20 @@ def _dump(signum, frame):
     tracemalloc.take_snapshot().dump(target + ".tmp")
     os.replace(target + ".tmp", target)
 signal.signal(signal.SIGUSR2, _dump)
+def _census(signum, frame):
+    import gc, json, sys
+    counts = {}
+    for obj in gc.get_objects():
+        kind = type(obj)
+        name = f"{kind.__module__}.{kind.__qualname__}"
+        entry = counts.setdefault(name, [0, 0])
+        entry[0] += 1
+        entry[1] += sys.getsizeof(obj)
+    target = os.environ["SLUICE_BENCH_SNAPSHOT"] + ".census"
+    with open(target + ".tmp", "w") as out:
+        json.dump(counts, out)
+    os.replace(target + ".tmp", target)
+signal.signal(signal.SIGUSR1, _census)
 """
 
 
@@ -51,6 +66,19 @@ def snapshot(pid: int, path: Path) -> tracemalloc.Snapshot:
             raise TimeoutError("the gateway wrote no snapshot")
         time.sleep(0.2)
     return tracemalloc.Snapshot.load(str(path))
+
+
+def census(pid: int, path: Path) -> dict[str, list[int]]:
+    """Objects the collector tracks in the gateway, by type: ``{type: [count, bytes]}`` (shallow sizes)."""
+    target = Path(str(path) + ".census")
+    target.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 120
+    while not target.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the gateway wrote no census")
+        time.sleep(0.2)
+    return json.loads(target.read_text())
 
 
 async def main() -> None:
@@ -82,12 +110,14 @@ async def main() -> None:
             await asyncio.sleep(2.0)
             rss_before = tree_rss_bytes(server.pids())
             before = snapshot(pid, snap_path)
+            types_before = census(pid, snap_path)
             opened += await clients_open(
                 server.port, args.clients, stats, 0, path_of=lambda _: path, first=args.base, concurrency=100
             )
             await asyncio.sleep(3.0)
             rss_after = tree_rss_bytes(server.pids())
             after = snapshot(pid, snap_path)
+            types_after = census(pid, snap_path)
         finally:
             for client in opened:
                 client.close()
@@ -103,6 +133,13 @@ async def main() -> None:
     for stat in stats_by_line[: args.top]:
         where = stat.traceback.format()[-1].strip() if args.frames > 1 else str(stat.traceback[0])
         print(f"{stat.size_diff / n:8.0f} B  {stat.count_diff / n:6.2f} blocks  {where}")
+    print(f"\nObjects the garbage collector tracks, per stream, by type (shallow sizes; top {args.top}):")
+    grown = []
+    for name, (count, size) in types_after.items():
+        count_before, size_before = types_before.get(name, (0, 0))
+        grown.append((size - size_before, count - count_before, name))
+    for size, count, name in sorted(grown, reverse=True)[: args.top]:
+        print(f"{size / n:8.0f} B  {count / n:6.2f} objects  {name}")
 
 
 if __name__ == "__main__":

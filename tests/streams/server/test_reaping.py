@@ -18,7 +18,7 @@ class _Scheduler:
     def __init__(self) -> None:
         self.calls: list[tuple[float, Any]] = []
 
-    def callLater(self, delay: float, function: Any) -> None:  # noqa: N802 - Twisted's name
+    def callLater(self, delay: float, function: Any) -> None:
         self.calls.append((delay, function))
 
 
