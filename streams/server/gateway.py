@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from streams.conf import streams_settings
 from streams.edge.runtime import open_streams_if_started, runtime_stop
+from streams.server.collector import collector_settle
 from streams.server.flow import FlowServer, reactor, request_transports
 from streams.server.reactor import event_loop_name
 from streams.server.shutdown import GracefulShutdown
@@ -105,6 +106,7 @@ def gateway_serve(options: ServeOptions, announce: Callable[[str], None]) -> Non
     )
     # After Twisted put in its own handlers, which would stop the reactor at once.
     twisted.callWhenRunning(shutdown.install)
+    collector_settle()
     try:
         server.run()
     finally:
