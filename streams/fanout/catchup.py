@@ -20,7 +20,8 @@ from streams.core.formats.registry import RegistryUnavailable
 from streams.core.ids import progress_encode
 from streams.core.records import Record
 from streams.core.sse import checkpoint_frame
-from streams.fanout.kafka import BacklogReader, KafkaUnavailable
+from streams.fanout.backlog import BacklogReader
+from streams.fanout.kafka import KafkaUnavailable
 from streams.fanout.subscriber import Subscriber
 
 if TYPE_CHECKING:

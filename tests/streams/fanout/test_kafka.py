@@ -12,9 +12,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from streams.core.records import Record
-from streams.fanout import kafka
+from streams.fanout import backlog, kafka
+from streams.fanout.backlog import BacklogReader
 from streams.fanout.kafka import (
-    BacklogReader,
     KafkaAccess,
     KafkaUnavailable,
     LiveFetcher,
@@ -121,6 +121,7 @@ def consumers(monkeypatch: pytest.MonkeyPatch) -> list[FakeConsumer]:
         return consumer
 
     monkeypatch.setattr(kafka, "Consumer", make)
+    monkeypatch.setattr(backlog, "Consumer", make)
     return made
 
 
