@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ from django.core.management import CommandError, call_command
 
 from pipeline.datasource import (
     FORMAT_NAME,
+    PRODUCED_COUNT_SCHEMA,
     KafkaStreamReader,
     PartitionRange,
+    batches_produce_counted,
     consumer_config,
     partition_ends,
     ranges_group,
@@ -111,6 +114,23 @@ def test_writer_takes_each_rows_topic_without_the_option(spark: Any, kafka: Any)
     df.write.format(FORMAT_NAME).mode("append").option("bootstrap", kafka.bootstrap).save()
     assert sorted(r.value for r in topic_read(kafka.bootstrap, first)) == [f"v{i}".encode() for i in (1, 3, 5, 7, 9)]
     assert sorted(r.value for r in topic_read(kafka.bootstrap, second)) == [f"v{i}".encode() for i in (0, 2, 4, 6, 8)]
+
+
+def test_tasks_produce_each_rows_topic_and_count_them(spark: Any, kafka: Any) -> None:
+    """What a micro-batch writes with: ``mapInArrow`` over the rows, one count per task, all acknowledged."""
+    first, second = kafka.topic(), kafka.topic()
+    df = spark.createDataFrame(
+        [(f"k{i}".encode(), f"v{i}".encode(), None, first if i % 2 else second) for i in range(40)],
+        "key binary, value binary, headers array<struct<key: string, value: binary>>, topic string",
+    ).repartition(3)
+    produce = functools.partial(batches_produce_counted, {"bootstrap": kafka.bootstrap})
+    counts = [row.records for row in df.mapInArrow(produce, PRODUCED_COUNT_SCHEMA).collect()]
+    assert sum(counts) == 40
+    assert len(counts) == 3
+    assert sorted(r.value for r in topic_read(kafka.bootstrap, first)) == sorted(
+        f"v{i}".encode() for i in range(1, 40, 2)
+    )
+    assert len(topic_read(kafka.bootstrap, second)) == 20
 
 
 def test_ranges_group_fills_each_task_up_to_the_minimum() -> None:
