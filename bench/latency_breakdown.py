@@ -1,0 +1,141 @@
+"""Where the milliseconds of a delivery go: broker, thread hop, fan-out, socket and client.
+
+Runs compare.py's fan-out load (``--clients`` streams, ``--rate`` msg/s, the same
+producer with ``linger.ms`` 1) against Sluice's gateway, with timestamps taken inside
+the gateway by a ``sitecustomize`` module put on its ``PYTHONPATH`` (nothing in Sluice
+knows about it). For every record it notes when the hub's fetch thread handed the
+batch over (after librdkafka gave it the messages and the records were made), when
+the event loop started the batch's fan-out, and when the last stream's write of it
+returned; the load client notes the receipt. A bare confluent-kafka consumer on the
+same broker and producer (``bench/broker_latency.py``'s) runs in the same scenario for
+comparison::
+
+    python bench/latency_breakdown.py --clients 100 --rate 100 --duration 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.compare import run_load
+from bench.lib.paths import ROOT
+from bench.lib.servers import SluiceServer
+from streams.server.broker import EmbeddedBroker
+
+SITECUSTOMIZE = r"""
+import json, os, re, signal, time
+from streams.fanout import hub as _hub
+from streams.core.records import Record as _Record
+
+_TS = re.compile(rb'"ts":(\d+)')
+_handed = {}
+_notes = []
+_from_thread, _ingest = _hub.TopicHub._from_thread, _hub.TopicHub._ingest
+
+def _from_thread_noted(self, batch):
+    _handed[id(batch)] = time.time_ns()
+    _from_thread(self, batch)
+
+def _ingest_noted(self, batch):
+    started = time.time_ns()
+    _ingest(self, batch)
+    written = time.time_ns()
+    handed = _handed.pop(id(batch), started)
+    for record in batch:
+        if type(record) is _Record and record.value:
+            found = _TS.search(record.value)
+            if found:
+                _notes.append((int(found.group(1)), handed, started, written, len(batch)))
+
+_hub.TopicHub._from_thread, _hub.TopicHub._ingest = _from_thread_noted, _ingest_noted
+
+def _dump(signum, frame):
+    target = os.environ["SLUICE_BENCH_NOTES"]
+    with open(target + ".tmp", "w") as out:
+        json.dump(_notes, out)
+    os.replace(target + ".tmp", target)
+    _notes.clear()
+
+signal.signal(signal.SIGUSR2, _dump)
+"""
+
+
+def notes_read(pid: int, path: Path) -> list[list[int]]:
+    path.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the gateway wrote no notes")
+        time.sleep(0.2)
+    notes: list[list[int]] = json.loads(path.read_text())
+    return notes
+
+
+def quantiles(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--drain", type=float, default=5.0)
+    args = parser.parse_args()
+
+    broker = EmbeddedBroker().start()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        (tmp / "site").mkdir()
+        (tmp / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        notes_path = tmp / "notes.json"
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(tmp / "site"), str(ROOT)])
+        os.environ["SLUICE_BENCH_NOTES"] = str(notes_path)
+        server = SluiceServer(tmp, broker)
+        server.start()
+        try:
+            assert server.process is not None
+            notes_read(server.process.pid, notes_path)  # what the first stream's start fetched
+            loadavg = os.getloadavg()
+            row = await run_load(server, "fanout", args.clients, args.rate, args.duration, 0, args.drain)
+            notes = notes_read(server.process.pid, notes_path)
+        finally:
+            server.stop()
+            broker.stop()
+    if not notes:
+        raise SystemExit("no record was noted")
+    ms = 1e6
+    stages = [
+        ("produce call -> handed over by the fetch thread (producer linger, broker, librdkafka)", 0, 1),
+        ("handed over -> fan-out starts on the event loop (the thread hop)", 1, 2),
+        (f"fan-out starts -> the last of {args.clients} streams written (hub, frames, socket sends)", 2, 3),
+    ]
+    print(
+        f"{len(notes)} records, {args.clients} clients x {args.rate:g} msg/s for {args.duration:g} s; "
+        f"load average before {loadavg[0]:.2f}; records per fetched batch: median "
+        f"{quantiles([n[4] for n in notes])[0]:.0f}\n"
+    )
+    print("| stage | p50 | p99 |\n|---|---:|---:|")
+    for name, start, end in stages:
+        p50, p99 = quantiles([(n[end] - n[start]) / ms for n in notes])
+        print(f"| {name} | {p50:.2f} ms | {p99:.2f} ms |")
+    p50, p99 = quantiles([(n[3] - n[0]) / ms for n in notes])
+    print(f"| produce call -> last stream written | {p50:.2f} ms | {p99:.2f} ms |")
+    print(f"| produce call -> received by the clients (the load client) | {row.p50_ms:.2f} ms | {row.p99_ms:.2f} ms |")
+    print(f"\nlost {row.lost}, gateway CPU {row.server_cpu:.0f} % of a core, load client {row.client_cpu:.0f} %")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
