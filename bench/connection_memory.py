@@ -16,17 +16,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
 import sys
 import tempfile
-import time
 import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.lib.paths import ROOT
+from bench.lib.inside import signal_answer, site_install
 from bench.lib.procstats import tree_rss_bytes
 from bench.lib.servers import SluiceServer
 from bench.lib.sseload import Stats, clients_open
@@ -58,27 +56,13 @@ signal.signal(signal.SIGUSR1, _census)
 
 
 def snapshot(pid: int, path: Path) -> tracemalloc.Snapshot:
-    path.unlink(missing_ok=True)
-    os.kill(pid, signal.SIGUSR2)
-    deadline = time.monotonic() + 120
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the gateway wrote no snapshot")
-        time.sleep(0.2)
-    return tracemalloc.Snapshot.load(str(path))
+    return tracemalloc.Snapshot.load(str(signal_answer(pid, signal.SIGUSR2, path)))
 
 
 def census(pid: int, path: Path) -> dict[str, list[int]]:
     """Objects the collector tracks in the gateway, by type: ``{type: [count, bytes]}`` (shallow sizes)."""
-    target = Path(str(path) + ".census")
-    target.unlink(missing_ok=True)
-    os.kill(pid, signal.SIGUSR1)
-    deadline = time.monotonic() + 120
-    while not target.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the gateway wrote no census")
-        time.sleep(0.2)
-    return json.loads(target.read_text())
+    found: dict[str, list[int]] = json.loads(signal_answer(pid, signal.SIGUSR1, Path(f"{path}.census")).read_text())
+    return found
 
 
 async def main() -> None:
@@ -92,13 +76,11 @@ async def main() -> None:
     broker = EmbeddedBroker().start()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        (tmp / "site").mkdir()
-        (tmp / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
         snap_path = tmp / "snapshot.bin"
+        site_install(
+            tmp, SITECUSTOMIZE, SLUICE_BENCH_SNAPSHOT=str(snap_path), SLUICE_BENCH_TRACE_FRAMES=str(args.frames)
+        )
         server = SluiceServer(tmp, broker)
-        os.environ["PYTHONPATH"] = os.pathsep.join([str(tmp / "site"), str(ROOT)])
-        os.environ["SLUICE_BENCH_SNAPSHOT"] = str(snap_path)
-        os.environ["SLUICE_BENCH_TRACE_FRAMES"] = str(args.frames)
         server.start()
         assert server.process is not None
         pid = server.process.pid

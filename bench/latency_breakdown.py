@@ -22,13 +22,12 @@ import os
 import signal
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.compare import run_load
-from bench.lib.paths import ROOT
+from bench.lib.inside import signal_answer, site_install
 from bench.lib.servers import SluiceServer
 from streams.server.broker import EmbeddedBroker
 
@@ -71,14 +70,7 @@ signal.signal(signal.SIGUSR2, _dump)
 
 
 def notes_read(pid: int, path: Path) -> list[list[int]]:
-    path.unlink(missing_ok=True)
-    os.kill(pid, signal.SIGUSR2)
-    deadline = time.monotonic() + 60
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the gateway wrote no notes")
-        time.sleep(0.2)
-    notes: list[list[int]] = json.loads(path.read_text())
+    notes: list[list[int]] = json.loads(signal_answer(pid, signal.SIGUSR2, path, timeout=60).read_text())
     return notes
 
 
@@ -98,11 +90,8 @@ async def main() -> None:
     broker = EmbeddedBroker().start()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        (tmp / "site").mkdir()
-        (tmp / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
         notes_path = tmp / "notes.json"
-        os.environ["PYTHONPATH"] = os.pathsep.join([str(tmp / "site"), str(ROOT)])
-        os.environ["SLUICE_BENCH_NOTES"] = str(notes_path)
+        site_install(tmp, SITECUSTOMIZE, SLUICE_BENCH_NOTES=str(notes_path))
         server = SluiceServer(tmp, broker)
         server.start()
         try:
