@@ -39,6 +39,9 @@ logger = logging.getLogger("sluice.hub")
 
 T = TypeVar("T")
 
+# Items a batch waiting for the event loop may grow to by taking later fetches (then a new one starts).
+MERGE_MAX = 5000
+
 
 class TopicHub:
     """Reads one topic once for the whole process and fans it out."""
@@ -88,6 +91,9 @@ class TopicHub:
         self.ended: set[int] = set()
         self._loop = asyncio.get_running_loop()
         self._in_flight = threading.Semaphore(4)
+        # The last batch handed to the loop, while the loop has not taken it yet (see _from_thread).
+        self._waiting: list[Record | PartitionEnd] | None = None
+        self._waiting_lock = threading.Lock()
         self._fetcher: LiveFetcher | None = None
 
     # -- life cycle -------------------------------------------------------------
@@ -156,12 +162,25 @@ class TopicHub:
     # -- ingest (event loop; the fan-out itself is streams.fanout.ingest) --------
 
     def _from_thread(self, batch: list[Record | PartitionEnd]) -> None:
+        # A batch that arrives while the previous one still waits for the loop joins it:
+        # when the fan-out is the bottleneck (many streams), the records that came
+        # meanwhile go out together, one write per stream, and add no delay when it is not.
+        with self._waiting_lock:
+            waiting = self._waiting
+            if waiting is not None and len(waiting) < MERGE_MAX:
+                waiting.extend(batch)
+                return
         # At most a few batches wait for the loop; the fetcher blocks beyond that,
         # and librdkafka's own bounded queue absorbs the rest.
         self._in_flight.acquire()
+        with self._waiting_lock:
+            self._waiting = batch
         self._loop.call_soon_threadsafe(self._ingest, batch)
 
     def _ingest(self, batch: list[Record | PartitionEnd]) -> None:
+        with self._waiting_lock:  # from here on nothing joins this batch
+            if self._waiting is batch:
+                self._waiting = None
         self._in_flight.release()
         batch_fan_out(self, batch)
         self.advanced.set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -215,6 +216,32 @@ async def test_unfiltered_subscribers_share_one_batch_buffer() -> None:
     assert all(batch is batches[0] for batch in batches)
     assert [e.data for e in EventParser().feed(batches[0])] == ["x", "y"]
     assert hub.deliveries == 6
+
+
+async def test_batches_that_come_while_one_waits_for_the_loop_go_out_with_it() -> None:
+    hub = make_hub()
+    sink = FakeSink()
+    hub.subscribe(Subscriber(sink), StartPlan(dict(hub.next)), 0)
+    written = len(sink.writes)
+
+    def fetch_thread(offsets: range) -> None:
+        for offset in offsets:
+            hub._from_thread([rec(0, offset, value=f"r{offset}".encode())])
+
+    # The loop is busy (this test holds it) while the fetch thread hands over three batches.
+    thread = threading.Thread(target=fetch_thread, args=(range(3),))
+    thread.start()
+    thread.join()
+    await asyncio.sleep(0)
+    assert len(sink.writes) == written + 1  # one fan-out, one write for the three records
+    assert [e.data for e in EventParser().feed(sink.writes[-1])] == ["r0", "r1", "r2"]
+    # Once the loop took it, a new batch starts: later records go out after, in order.
+    thread = threading.Thread(target=fetch_thread, args=(range(3, 5),))
+    thread.start()
+    thread.join()
+    await asyncio.sleep(0)
+    assert [e.data for e in sink.events() if e.data] == ["r0", "r1", "r2", "r3", "r4"]
+    assert hub.next[0] == 5
 
 
 async def test_idle_hubs_are_stopped_and_busy_ones_kept() -> None:
