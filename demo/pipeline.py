@@ -173,7 +173,7 @@ def demo_pipeline_setup(
         header_fields={"league": "league"},
         sink_topic=sink_topic,
         dead_letter_topic=dead_letter_topic,
-        trigger_seconds=2,
+        trigger_seconds=1,  # a micro-batch as soon as the last one is done (see docs/pipeline.md, Latency)
         checkpoint_location=checkpoint_location,
     )
     producer = DemoRawProducer(client_settings(client), raw_topic)
