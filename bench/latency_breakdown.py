@@ -11,6 +11,7 @@ same broker and producer (``bench/broker_latency.py``'s) runs in the same scenar
 comparison::
 
     python bench/latency_breakdown.py --clients 100 --rate 100 --duration 10
+    python bench/latency_breakdown.py --clients 10000 --rate 10000 --keyed
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ async def main() -> None:
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--drain", type=float, default=5.0)
+    parser.add_argument("--keyed", action="store_true", help="Each client on its own key (the keyed scenario).")
     args = parser.parse_args()
 
     broker = EmbeddedBroker().start()
@@ -98,7 +100,9 @@ async def main() -> None:
             assert server.process is not None
             notes_read(server.process.pid, notes_path)  # what the first stream's start fetched
             loadavg = os.getloadavg()
-            row = await run_load(server, "fanout", args.clients, args.rate, args.duration, 0, args.drain)
+            keys = args.clients if args.keyed else 0
+            scenario = "keyed" if args.keyed else "fanout"
+            row = await run_load(server, scenario, args.clients, args.rate, args.duration, keys, args.drain)
             notes = notes_read(server.process.pid, notes_path)
         finally:
             server.stop()
@@ -109,10 +113,11 @@ async def main() -> None:
     stages = [
         ("produce call -> handed over by the fetch thread (producer linger, broker, librdkafka)", 0, 1),
         ("handed over -> fan-out starts on the event loop (the thread hop)", 1, 2),
-        (f"fan-out starts -> the last of {args.clients} streams written (hub, frames, socket sends)", 2, 3),
+        ("fan-out starts -> the batch's last stream written (hub, frames, socket sends)", 2, 3),
     ]
     print(
-        f"{len(notes)} records, {args.clients} clients x {args.rate:g} msg/s for {args.duration:g} s; "
+        f"{len(notes)} records, {args.clients} clients{' each on its own key' if args.keyed else ''} x "
+        f"{args.rate:g} msg/s for {args.duration:g} s; "
         f"load average before {loadavg[0]:.2f}; records per fetched batch: median "
         f"{quantiles([n[4] for n in notes])[0]:.0f}\n"
     )

@@ -106,7 +106,7 @@ def gateway_serve(options: ServeOptions, announce: Callable[[str], None]) -> Non
     )
     # After Twisted put in its own handlers, which would stop the reactor at once.
     twisted.callWhenRunning(shutdown.install)
-    collector_settle()
+    collector_settle(twisted.callLater)
     try:
         server.run()
     finally:

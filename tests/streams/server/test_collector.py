@@ -4,39 +4,55 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from streams.server.collector import YOUNG_THRESHOLD, collector_settle
+from streams.server.collector import FULL_COLLECTION_SECONDS, YOUNG_THRESHOLD, collector_settle
+
+
+class Clock:
+    """Records what is scheduled instead of running it."""
+
+    def __init__(self) -> None:
+        self.scheduled: list[tuple[float, Callable[[], object]]] = []
+
+    def call_later(self, seconds: float, function: Callable[[], object]) -> None:
+        self.scheduled.append((seconds, function))
 
 
 @pytest.fixture
-def collector_restored() -> Iterator[None]:
+def clock() -> Iterator[Clock]:
     thresholds = gc.get_threshold()
-    yield
+    yield Clock()
     gc.unfreeze()
     gc.set_threshold(*thresholds)
 
 
-@pytest.mark.usefixtures("collector_restored")
-def test_the_startup_heap_is_frozen_and_young_collections_spaced_out() -> None:
+class Node:
+    """An object in a reference cycle with itself."""
+
+    def __init__(self) -> None:
+        self.self = self
+
+
+def test_the_startup_heap_is_frozen_and_young_collections_spaced_out(clock: Clock) -> None:
     gc.unfreeze()
-    collector_settle()
+    collector_settle(clock.call_later)
     assert gc.get_freeze_count() > 10_000  # the modules and objects loaded so far
     assert gc.get_threshold()[0] == YOUNG_THRESHOLD
 
 
-@pytest.mark.usefixtures("collector_restored")
-def test_cycles_made_after_it_are_still_collected() -> None:
-    collector_settle()
-
-    class Node:
-        pass
-
+def test_the_old_generation_is_collected_on_the_clock(clock: Clock) -> None:
+    collector_settle(clock.call_later)
+    assert [seconds for seconds, _ in clock.scheduled] == [FULL_COLLECTION_SECONDS]
     node = Node()
-    node.self = node  # type: ignore[attr-defined]
+    gc.collect(1)  # it lives through young and middle collections: now in the old generation
     alive = weakref.ref(node)
     del node
-    gc.collect()
+    gc.collect(1)
+    assert alive() is not None  # garbage there, which only a full collection looks at
+    _, full = clock.scheduled.pop()
+    full()
     assert alive() is None
+    assert [seconds for seconds, _ in clock.scheduled] == [FULL_COLLECTION_SECONDS]  # and the next one is due
