@@ -59,19 +59,33 @@ def _ingest_noted(self, batch):
 
 _hub.TopicHub._from_thread, _hub.TopicHub._ingest = _from_thread_noted, _ingest_noted
 
+import gc
+_pauses = []
+_collecting = [0]
+
+def _collection(phase, info):
+    if phase == "start":
+        _collecting[0] = time.perf_counter_ns()
+    else:
+        _pauses.append((info["generation"], time.perf_counter_ns() - _collecting[0]))
+
+gc.callbacks.append(_collection)
+
 def _dump(signum, frame):
     target = os.environ["SLUICE_BENCH_NOTES"]
     with open(target + ".tmp", "w") as out:
-        json.dump(_notes, out)
+        json.dump({"records": _notes, "collections": _pauses}, out)
     os.replace(target + ".tmp", target)
     _notes.clear()
+    _pauses.clear()
 
 signal.signal(signal.SIGUSR2, _dump)
 """
 
 
-def notes_read(pid: int, path: Path) -> list[list[int]]:
-    notes: list[list[int]] = json.loads(signal_answer(pid, signal.SIGUSR2, path, timeout=60).read_text())
+def notes_read(pid: int, path: Path) -> dict[str, list[list[int]]]:
+    """What the gateway noted since the last read: ``records`` and the collector's pauses (``collections``)."""
+    notes: dict[str, list[list[int]]] = json.loads(signal_answer(pid, signal.SIGUSR2, path, timeout=60).read_text())
     return notes
 
 
@@ -103,10 +117,11 @@ async def main() -> None:
             keys = args.clients if args.keyed else 0
             scenario = "keyed" if args.keyed else "fanout"
             row = await run_load(server, scenario, args.clients, args.rate, args.duration, keys, args.drain)
-            notes = notes_read(server.process.pid, notes_path)
+            noted = notes_read(server.process.pid, notes_path)
         finally:
             server.stop()
             broker.stop()
+    notes, collections = noted["records"], noted["collections"]
     if not notes:
         raise SystemExit("no record was noted")
     ms = 1e6
@@ -129,6 +144,14 @@ async def main() -> None:
     print(f"| produce call -> last stream written | {p50:.2f} ms | {p99:.2f} ms |")
     print(f"| produce call -> received by the clients (the load client) | {row.p50_ms:.2f} ms | {row.p99_ms:.2f} ms |")
     print(f"\nlost {row.lost}, gateway CPU {row.server_cpu:.0f} % of a core, load client {row.client_cpu:.0f} %")
+    print("\nThe cycle collector's pauses while the streams opened and the load ran (they stop the event loop):")
+    for generation in (0, 1, 2):
+        pauses = [ns / ms for gen, ns in collections if gen == generation]
+        if pauses:
+            print(
+                f"  generation {generation}: {len(pauses)} collections, longest {max(pauses):.1f} ms, "
+                f"{sum(pauses):.0f} ms in all"
+            )
 
 
 if __name__ == "__main__":

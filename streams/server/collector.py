@@ -4,26 +4,24 @@ A full collection walks every object the collector tracks, and stops the event l
 while it does: a gateway with 10,000 open streams tracks about 600,000 objects
 (about 50 per stream, and the startup heap), which takes 200-700 ms to walk on this
 project's 2-core benchmark machine. CPython starts one whenever the objects that
-reached the old generation since the last one pass a quarter of it. With the default
-thresholds (700, 10, 10) every fetched batch set off a young collection, the records
-still in the topic's cache survived it, and at 10,000 records a second that started a
-full collection every 2-3 s: the whole tail of the per-user scenario
+reached the old generation since the last one pass a quarter of it: at 10,000
+records a second the records still in the topic's cache get there, and that was a
+full collection every 2-3 s, the whole tail of the per-user scenario
 (``docs/benchmarks.md``).
 
 :func:`collector_settle` runs once the process is ready to serve:
 
 - the startup heap (modules, settings, the URLconf, the app) is frozen (``gc.freeze``):
   it lives as long as the process, so no collection walks it again;
-- a young collection comes every :data:`YOUNG_THRESHOLD` net allocations of tracked
-  objects, not every batch: records that leave the cache in between are freed by their
-  reference counts and never reach the old generation; a middle one every
-  :data:`MIDDLE_THRESHOLD` young ones, so neither walks more than about 100,000
-  objects (a few to a few tens of milliseconds);
+- the young and middle generations keep CPython's thresholds: they hold a few
+  thousand objects, so their collections take at most a few milliseconds (a larger
+  young generation was tried: its middle collections walked 100,000 objects and
+  took up to 110 ms);
 - the old generation is collected on a clock, every :data:`FULL_COLLECTION_SECONDS`,
-  instead of when CPython's counts say so. What it frees is the cyclic garbage of
-  connections that closed after living long enough to get there (Twisted's request,
-  channel and transport refer to each other): it waits at most that long, and the
-  one pause it costs comes at a known rate.
+  never by CPython's counts. What it frees is the cyclic garbage of connections that
+  closed after living long enough to get there (Twisted's request, channel and
+  transport refer to each other): that waits at most this long, and the one pause it
+  costs comes at a known rate.
 """
 
 from __future__ import annotations
@@ -35,10 +33,10 @@ from collections.abc import Callable
 
 logger = logging.getLogger("sluice.streams")
 
-# Net allocations of tracked objects between two young collections (CPython's default: 700).
-YOUNG_THRESHOLD = 50_000
-# Young collections between two middle ones (default 10).
-MIDDLE_THRESHOLD = 2
+# Net allocations of tracked objects between two young collections: CPython's default.
+YOUNG_THRESHOLD = 700
+# Young collections between two middle ones: CPython's default.
+MIDDLE_THRESHOLD = 10
 # Middle collections before CPython would start a full one itself (default 10): in effect never,
 # the clock below does it.
 OLD_THRESHOLD = 1_000_000
@@ -49,7 +47,7 @@ CallLater = Callable[[float, Callable[[], object]], object]
 
 
 def collector_settle(call_later: CallLater) -> None:
-    """Freeze the startup heap, space out young collections, and collect the old generation on a clock.
+    """Freeze the startup heap and collect the old generation on a clock, not by CPython's counts.
 
     ``call_later(seconds, function)`` schedules on the server's event loop (Twisted's ``callLater``).
     """
