@@ -27,14 +27,12 @@ from streams.core.routes import RouteSpec
 from streams.core.templating import ExpansionContext, TemplateError
 from streams.edge.access import access_log, refusal_reason
 from streams.edge.admission import stream_admit
-from streams.edge.challenge import deadlines_register, stream_deadlines
 from streams.edge.counters import admission_refusals, challenges_sent
 from streams.edge.reauthorization import CHALLENGE_FRAME
 from streams.edge.request import StreamRequest
 from streams.edge.responses import send_error, stream_finish, stream_start
 from streams.edge.runtime import process_hubs
-from streams.edge.stream import CLIENT_GONE, Watched, stream_serve
-from streams.edge.teardown import stream_teardown
+from streams.edge.stream import CLIENT_GONE, route_serve
 from streams.edge.unavailable import stream_hold, temporary
 from streams.fanout.hub import TopicHub
 from streams.fanout.kafka import KafkaUnavailable, TopicNotFound
@@ -163,18 +161,7 @@ async def stream_respond(
         await stream_start(send)
         await stream_finish(send)
         return
-    deadlines = stream_deadlines(route, principal)
-    await deadlines_register(deadlines, stream_teardown(request.scope))
-    await stream_serve(
-        request,
-        receive,
-        send,
-        stream,
-        deadlines,
-        limit=route.max_pending_bytes,
-        watched=[Watched(route, stream.end)],
-        head_sent=head_sent,
-    )
+    await route_serve(route, request, receive, send, stream, principal, head_sent=head_sent)
 
 
 async def stream_prepare(

@@ -10,12 +10,11 @@ from streams.core.asgi import Receive, Send
 from streams.core.errors import StreamError, UpstreamNotAvailable, UpstreamRefused
 from streams.core.routes import RouteSpec
 from streams.edge.admission import stream_admit
-from streams.edge.challenge import deadlines_register, stream_deadlines
 from streams.edge.reauthorization import CHALLENGE_FRAME
 from streams.edge.request import StreamRequest
 from streams.edge.responses import send_error, stream_finish, stream_start
 from streams.edge.runtime import process_upstreams
-from streams.edge.stream import Watched, stream_serve
+from streams.edge.stream import route_serve
 from streams.edge.teardown import stream_teardown
 from streams.fanout.sinks import Sink
 from streams.proxy.upstream import ProxySubscriber, Upstream, UpstreamError
@@ -69,19 +68,9 @@ async def proxy_stream(route: RouteSpec, request: StreamRequest, receive: Receiv
         await send_error(send, error)
         return
     stream = RelayedStream(route, upstream, sub)
-    deadlines = stream_deadlines(route, principal)
-    teardown = stream_teardown(request.scope)
-    teardown.defer(partial(upstream.unsubscribe, sub))  # also when the deadline could not be registered
-    await deadlines_register(deadlines, teardown)
-    await stream_serve(
-        request,
-        receive,
-        send,
-        stream,
-        deadlines,
-        limit=route.max_pending_bytes,
-        watched=[Watched(route, stream.end)],
-    )
+    # Deferred first, so it also runs when the token's deadline could not be registered.
+    stream_teardown(request.scope).defer(partial(upstream.unsubscribe, sub))
+    await route_serve(route, request, receive, send, stream, principal)
 
 
 async def upstream_join(route: RouteSpec, last: str | None) -> tuple[Upstream, ProxySubscriber]:

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
+from guards.verification import Principal
 from streams.core.asgi import Receive, Send
 from streams.core.routes import RouteSpec
+from streams.edge.challenge import deadlines_register, stream_deadlines
 from streams.edge.reauthorization import StreamDeadline
 from streams.edge.reconfiguration import OpenStream
 from streams.edge.request import StreamRequest
@@ -120,6 +122,31 @@ async def stream_serve(
         if isinstance(sink, QueueSink):
             await sink.close()
         await stream_finish(send)
+
+
+async def route_serve(
+    route: RouteSpec,
+    request: StreamRequest,
+    receive: Receive,
+    send: Send,
+    source: StreamSource,
+    principal: Principal | None,
+    *,
+    head_sent: bool = False,
+) -> None:
+    """Serve one route's ``source``: the token's deadline heard, the route's limit, its live changes watched."""
+    deadlines = stream_deadlines(route, principal)
+    await deadlines_register(deadlines, stream_teardown(request.scope))
+    await stream_serve(
+        request,
+        receive,
+        send,
+        source,
+        deadlines,
+        limit=route.max_pending_bytes,
+        watched=[Watched(route, source.end)],
+        head_sent=head_sent,
+    )
 
 
 class StreamEnding:
