@@ -170,23 +170,24 @@ class StreamEnding:
         self.source.end(CLIENT_GONE)
 
     def clean_up(self) -> None:
-        open_streams = config_bus().streams
-        for open_stream in self.opened:
-            open_streams.remove(open_stream)
-        for deadline in self.deadlines:
-            deadline.cancel()
-        self.source.detach()
+        try:
+            open_streams = config_bus().streams
+            for open_stream in self.opened:
+                open_streams.remove(open_stream)
+            for deadline in self.deadlines:
+                deadline.cancel()
+            self.source.detach()
+        finally:
+            if self.flow is not None:
+                self.flow.release()
 
     def finish(self) -> None:
         """Clean up, and end the response unless the client went or was cut (its connection is gone)."""
-        flow = self.flow
-        assert flow is not None
         try:
             self.clean_up()
         finally:
-            flow.release()
-            if self.source.close_reason not in (CLIENT_GONE, CUT_SLOW):
-                flow.finish()
+            if self.flow is not None and self.source.close_reason not in (CLIENT_GONE, CUT_SLOW):
+                self.flow.finish()
 
 
 def client_disconnect(receive: Receive) -> asyncio.Task[None]:
