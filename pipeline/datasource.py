@@ -3,8 +3,8 @@
 ``spark.read.format("sluice-kafka")`` and ``spark.readStream.format("sluice-kafka")`` give
 one input partition per Kafka partition with the columns of :data:`KAFKA_SCHEMA`; the stream
 keeps its per-partition offsets in the query's checkpoint. ``df.write.format("sluice-kafka")``
-produces the ``value``, ``key`` and ``headers`` columns to the ``topic`` option's topic, or to
-each row's ``topic`` column.
+produces rows to Kafka (:mod:`pipeline.kafka_write`). Option names are read in lower case, as
+Spark hands them over (:mod:`pipeline.kafka_options`).
 
 Reads decode values by the ``value.format`` option (the source topic's format, see
 :class:`ValueDecoding`): the ``value`` column then holds each record's JSON text.
@@ -18,20 +18,17 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from pyspark.sql.datasource import (
     DataSource,
-    DataSourceArrowWriter,
     DataSourceReader,
     DataSourceStreamReader,
     DataSourceWriter,
     InputPartition,
-    WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
@@ -39,6 +36,15 @@ from streams.core.formats.record import RecordDecoder
 from streams.core.formats.registry import RegistryUnavailable
 from streams.core.formats.spec import JSON, TEXT, FormatError, RecordFormats
 from streams.core.records import Record
+
+from .kafka_options import (
+    MIN_RECORDS_PER_TASK_OPTION,
+    READ_TIMEOUT_OPTION,
+    STARTING_OFFSETS_OPTION,
+    kafka_properties,
+    options_lowered,
+)
+from .kafka_write import KafkaWriter
 
 logger = logging.getLogger("sluice.pipeline")
 
@@ -58,10 +64,8 @@ _ARROW_SCHEMA = pa.schema(
         ("timestamp", pa.timestamp("us", tz="UTC")),
     ]
 )
-_COUNT_SCHEMA = pa.schema([("records", pa.int64())])
-PRODUCED_COUNT_SCHEMA = "records bigint"
 _ARROW_BATCH_ROWS = 20_000
-# Options of a read's value format (Spark hands option names over lower-cased: these are lower case).
+# Options of a read's value format (lower case, as Spark hands option names over).
 VALUE_FORMAT_OPTION = "value.format"
 VALUE_AVRO_SCHEMA_OPTION = "value.avro_schema"
 REGISTRY_OPTION = "registry"
@@ -122,7 +126,7 @@ def ranges_group(ranges: Sequence[PartitionRange], min_records: int) -> list[Ran
     return groups
 
 
-def consumer_config(options: dict[str, str]) -> dict[str, Any]:
+def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
     """librdkafka settings for a reader: no group subscription, partitions are assigned (tansu joins are slow)."""
     config: dict[str, Any] = {
         "bootstrap.servers": options["bootstrap"],
@@ -133,7 +137,7 @@ def consumer_config(options: dict[str, str]) -> dict[str, Any]:
         "fetch.wait.max.ms": FETCH_WAIT_MS,
         "log_level": 0,
     }
-    config.update({k[len("kafka.") :]: v for k, v in options.items() if k.startswith("kafka.")})
+    config.update(kafka_properties(options))
     return config
 
 
@@ -220,7 +224,7 @@ def _headers(message: Message) -> list[dict[str, Any]]:
     return [{"key": item[0], "value": item[1]} for item in (message.headers() or [])]
 
 
-def value_formats(options: dict[str, str]) -> RecordFormats | None:
+def value_formats(options: Mapping[str, str]) -> RecordFormats | None:
     """The formats a read decodes values by; None when values are read as they are.
 
     ``value.format`` is ``text`` (the default), ``json``, ``avro``, ``protobuf``, ``jsonschema``
@@ -276,7 +280,7 @@ class ValueDecoding:
     line per partition read, which the runner reports and logs after each batch.
     """
 
-    def __init__(self, options: dict[str, str], topic: str, partition: int) -> None:
+    def __init__(self, options: Mapping[str, str], topic: str, partition: int) -> None:
         formats = value_formats(options)
         self.decoder = RecordDecoder(topic, formats, os.environ) if formats is not None else None
         self.skip_log = options.get("skip_log", "")
@@ -315,15 +319,16 @@ class ValueDecoding:
                 log.write(json.dumps(note) + "\n")
 
 
-def partition_read(options: dict[str, str], span: PartitionRange) -> Iterator[pa.RecordBatch]:
-    """Records ``[start, end)`` of one partition as Arrow batches; fails if they stop coming.
+def partition_read(options: Mapping[str, str], span: PartitionRange) -> Iterator[pa.RecordBatch]:
+    """Records ``[start, end)`` of one partition as Arrow batches; fails if none comes for ``readTimeoutSeconds``.
 
     With a ``value.format`` option, values are decoded (to compact JSON) here, once per
     record; a record that does not decode is left out, logged and noted (:class:`ValueDecoding`).
     """
     if span.end <= span.start:
         return
-    idle_limit = float(options.get("readTimeoutSeconds", "60"))
+    options = options_lowered(options)
+    idle_limit = float(options.get(READ_TIMEOUT_OPTION, "60"))
     decoding = ValueDecoding(options, span.topic, span.partition)
     consumer = Consumer(consumer_config(options))
     columns: dict[str, list[Any]] = {name: [] for name in _ARROW_SCHEMA.names}
@@ -384,10 +389,10 @@ def offsets_decode(offset: dict[str, Any]) -> dict[int, int]:
 class KafkaBatchReader(DataSourceReader):
     """Everything between the starting and ending offsets (default: all retained records)."""
 
-    def __init__(self, options: dict[str, str]) -> None:
-        value_formats(options)  # a value format that cannot work fails the read before it starts
-        self.options = options
-        self.topic = options["topic"]
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = options_lowered(options)
+        value_formats(self.options)  # a value format that cannot work fails the read before it starts
+        self.topic = self.options["topic"]
 
     def partitions(self) -> Sequence[InputPartition]:
         consumer = Consumer(consumer_config(self.options))
@@ -407,11 +412,11 @@ class KafkaBatchReader(DataSourceReader):
 class KafkaStreamReader(DataSourceStreamReader):
     """Micro-batches between checkpointed offsets; new partitions are read from their start."""
 
-    def __init__(self, options: dict[str, str]) -> None:
-        value_formats(options)  # a value format that cannot work fails the stream before it starts
-        self.options = options
-        self.topic = options["topic"]
-        self.starting = options.get("startingOffsets", "earliest")
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = options_lowered(options)
+        value_formats(self.options)  # a value format that cannot work fails the stream before it starts
+        self.topic = self.options["topic"]
+        self.starting = self.options.get(STARTING_OFFSETS_OPTION, "earliest")
         self._consumer: Consumer | None = None
 
     @property
@@ -436,7 +441,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         ranges = [
             PartitionRange(self.topic, p, first.get(p, 0), last[p]) for p in sorted(last) if last[p] > first.get(p, 0)
         ]
-        return ranges_group(ranges, int(self.options.get("minrecordspertask", MIN_RECORDS_PER_TASK)))
+        return ranges_group(ranges, int(self.options.get(MIN_RECORDS_PER_TASK_OPTION, MIN_RECORDS_PER_TASK)))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangeGroup)
@@ -485,83 +490,10 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._consumer = None
 
 
-@dataclass
-class ProducedCount(WriterCommitMessage):
-    records: int
-
-
-def _delivery_check(failures: list[str]) -> Any:
-    def report(error: KafkaError | None, message: Message) -> None:
-        if error is not None:
-            failures.append(f"{message.topic()}: {error}")
-
-    return report
-
-
-def batches_produce(options: dict[str, str], batches: Iterator[pa.RecordBatch]) -> int:
-    """Produce every row of ``batches`` and wait for the acks.
-
-    Columns: ``value``, optional ``key`` and ``headers``, and ``topic`` unless the ``topic`` option names
-    one topic for all rows (as Spark's own Kafka sink does).
-    """
-    topic = options.get("topic")
-    config: dict[str, Any] = {
-        "bootstrap.servers": options["bootstrap"],
-        "linger.ms": 20,
-        "batch.num.messages": 10_000,
-        "queue.buffering.max.messages": 200_000,
-        "log_level": 0,
-    }
-    config.update({k[len("kafka.") :]: v for k, v in options.items() if k.startswith("kafka.")})
-    producer = Producer(config)
-    failures: list[str] = []
-    report = _delivery_check(failures)
-    count = 0
-    for batch in batches:
-        keys = batch.column("key").to_pylist() if "key" in batch.schema.names else [None] * batch.num_rows
-        values = batch.column("value").to_pylist()
-        headers = batch.column("headers").to_pylist() if "headers" in batch.schema.names else [None] * batch.num_rows
-        if topic is None and "topic" not in batch.schema.names:
-            raise KafkaReadError("give the topic option or a topic column")
-        topics = [topic] * batch.num_rows if topic is not None else batch.column("topic").to_pylist()
-        for to, key, value, header_list in zip(topics, keys, values, headers, strict=True):
-            items = [(h["key"], h["value"]) for h in header_list] if header_list else None
-            while True:
-                try:
-                    producer.produce(to, value=value, key=key, headers=items, on_delivery=report)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            count += 1
-        producer.poll(0)
-    remaining = producer.flush(float(options.get("flushTimeoutSeconds", "60")))
-    if remaining or failures:
-        raise KafkaReadError(f"{remaining} records not acknowledged; errors: {failures[:3]}")
-    return count
-
-
-def batches_produce_counted(options: dict[str, str], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """:func:`batches_produce` as a ``mapInArrow`` function: produces the task's rows, yields one row, their count.
-
-    Inside a micro-batch this is cheaper than ``df.write.format("sluice-kafka")``, whose writer
-    is made and committed by Spark in Python planner processes on every write.
-    """
-    yield pa.RecordBatch.from_pydict({"records": [batches_produce(options, batches)]}, schema=_COUNT_SCHEMA)
-
-
-class KafkaWriter(DataSourceArrowWriter):
-    """Batch writes; a task fails unless the broker acknowledged all of its records."""
-
-    def __init__(self, options: dict[str, str]) -> None:
-        self.options = options
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return ProducedCount(batches_produce(self.options, iterator))
-
-
 class KafkaDataSource(DataSource):
     """``format("sluice-kafka")``: options ``bootstrap``, ``topic`` (a write may use a column instead), ``kafka.*``;
-    reads also ``value.format``, ``value.avro_schema``, ``registry`` (see :func:`value_formats`) and ``skip_log``."""
+    reads also ``value.format``, ``value.avro_schema``, ``registry`` (see :func:`value_formats`), ``skip_log`` and
+    ``readTimeoutSeconds``; streams ``startingOffsets`` and ``minRecordsPerTask``; writes ``flushTimeoutSeconds``."""
 
     @classmethod
     def name(cls) -> str:
@@ -571,10 +503,10 @@ class KafkaDataSource(DataSource):
         return KAFKA_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaBatchReader(dict(self.options))
+        return KafkaBatchReader(self.options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaStreamReader(dict(self.options))
+        return KafkaStreamReader(self.options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return KafkaWriter(dict(self.options))
+        return KafkaWriter(self.options)

@@ -218,3 +218,30 @@ def test_verbose_run_says_where_each_batch_spent_its_time(spark: Any, pipeline_k
     assert [(batch, rows) for batch, rows, _ in lines] == [("1", "40")], verbose.getvalue()
     parts = dict(part.rsplit(" ", 1) for part in lines[0][2].split(", "))
     assert {"latestOffset", "walCommit", "addBatch", "commitOffsets"} <= set(parts)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_record_is_counted_by_rule_whatever_the_sql_keeps(spark: Any, pipeline_kafka: Any, tmp_path: Path) -> None:
+    """The producing tasks count the batch's records, not the SQL's output rows; without a dead-letter topic too."""
+    raw, sink = pipeline_kafka.topic(partitions=2, prefix="raw"), pipeline_kafka.topic(prefix="sink")
+    records = raw_scores(400, invalid_every=10)
+    records_produce(pipeline_kafka.bootstrap, raw, records, 2)
+    pipeline_upsert(
+        name="scores-counted",
+        source_topic=raw,
+        json_schema=SCORE_SCHEMA,
+        sql="SELECT match, seq FROM input WHERE league = 'liga'",
+        sink_topic=sink,
+        checkpoint_location=str(tmp_path / "checkpoint"),
+    )
+    out = StringIO()
+    call_command("runpipeline", "scores-counted", "--once", stdout=out)
+    valid = [r for r in records if r.rule is None]
+    rules = Counter(r.rule for r in records if r.rule is not None)
+    assert len(rules) == 7
+    by_rule = ", ".join(f"{rule} {count}" for rule, count in sorted(rules.items()))
+    assert f"batch 0: 400 in, {len(valid)} valid, 40 invalid ({by_rule})" in out.getvalue(), out.getvalue()
+    run = PipelineRun.objects.get(pipeline__name="scores-counted")
+    assert (run.status, run.records_in, run.records_valid, run.records_invalid) == ("succeeded", 400, len(valid), 40)
+    kept = sorted(r.seq for r in valid if r.league == "liga")
+    assert sorted(r.json()["seq"] for r in topic_read(pipeline_kafka.bootstrap, sink)) == kept
