@@ -1,11 +1,10 @@
 """Build and run a pipeline's Spark job: source -> JSON Schema checks -> SQL over ``input`` -> sink and dead letters.
 
-Each micro-batch (``foreachBatch``) is validated once and kept in memory, its valid records
-shaped by the pipeline's SQL and written to the sink, its invalid ones written as they came to
-the dead-letter topic with headers naming the rule and the source record, and every record
-counted by rule by the tasks that write (one Spark job a batch). Offsets are in Spark's
-checkpoint and are committed after the batch's writes: a job killed mid-batch repeats that
-batch when restarted (at-least-once, see docs/pipeline.md).
+Each micro-batch (``foreachBatch``) is validated once and kept in memory, counted per rule,
+its valid records shaped by the pipeline's SQL and written to the sink, its invalid ones
+written as they came to the dead-letter topic with headers naming the rule and the source
+record. Offsets are in Spark's checkpoint and are committed after the batch's writes: a job
+killed mid-batch repeats that batch when restarted (at-least-once, see docs/pipeline.md).
 
 No Django import here either: :func:`pipeline.runner.pipeline_spec` turns the model into a :class:`PipelineSpec`.
 """
@@ -17,7 +16,6 @@ import os
 import re
 import sys
 import threading
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +33,7 @@ from .datasource import (
     VALUE_FORMAT_OPTION,
     KafkaDataSource,
 )
-from .kafka_write import TALLY_SCHEMA, batches_produce_tallied
+from .kafka_write import PRODUCED_COUNT_SCHEMA, batches_produce_counted
 from .validation import RULE_COLUMN, records_validate, schema_record_type
 
 KafkaFormat = Literal["python", "kafka"]
@@ -46,9 +44,6 @@ TOPIC_HEADER = "sluice.topic"
 PARTITION_HEADER = "sluice.partition"
 OFFSET_HEADER = "sluice.offset"
 METADATA_COLUMNS = ("_key", "_topic", "_partition", "_offset", "_timestamp")
-# Beside key, value, headers and topic, the rows a micro-batch's tasks produce say whether they are
-# one of the batch's records, to count by their rule (RULE_COLUMN), or one of the SQL's output rows.
-COUNTED_COLUMN = "_counted"
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -330,90 +325,54 @@ def sink_records(shaped: DataFrame, spec: PipelineSpec) -> DataFrame:
     )
 
 
-def dead_letter_headers() -> Column:
-    """A dead letter's headers: the record's own, then the failed rule and where the record was read."""
+def dead_letter_records(invalid: DataFrame) -> DataFrame:
+    """Invalid records as they came, with headers naming the failed rule and where the record was read."""
     extra = F.array(
         _header(RULE_HEADER, F.col(RULE_COLUMN)),
         _header(TOPIC_HEADER, F.col("topic")),
         _header(PARTITION_HEADER, F.col("partition")),
         _header(OFFSET_HEADER, F.col("offset")),
     )
-    return F.concat(F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE)), extra)
+    own = F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE))
+    return invalid.select("key", "value", F.concat(own, extra).alias("headers"))
 
 
-def dead_letter_records(invalid: DataFrame) -> DataFrame:
-    """Invalid records as they came, with headers naming the failed rule and where the record was read."""
-    return invalid.select("key", "value", dead_letter_headers().alias("headers"))
+def records_write(records: DataFrame, spec: PipelineSpec, kafka_format: KafkaFormat) -> int | None:
+    """Produce ``records`` (key, value, headers, topic) with the selected Kafka format; how many, where known.
 
-
-def batch_ledger(checked: DataFrame, spec: PipelineSpec) -> DataFrame:
-    """Every record of a validated batch once, to be counted by rule: an invalid one as its dead letter
-    (with the dead-letter topic; without one it is only counted), a valid one as a row with no topic."""
-    letter = F.col(RULE_COLUMN).isNotNull() if spec.dead_letter_topic else F.lit(False)
-    return checked.select(
-        F.when(letter, F.col("key")).alias("key"),
-        F.when(letter, F.col("value")).alias("value"),
-        F.when(letter, dead_letter_headers()).alias("headers"),
-        F.when(letter, F.lit(spec.dead_letter_topic)).alias("topic"),
-        RULE_COLUMN,
-        F.lit(True).alias(COUNTED_COLUMN),
-    )
-
-
-def records_produce_tallied(records: DataFrame, spec: PipelineSpec) -> dict[str | None, int]:
-    """Produce the ``records`` that have a topic and count those marked counted by rule, in one Spark job.
-
-    The tasks produce on Spark's reused Python workers (``mapInArrow``) and, once the broker has
-    acknowledged all their records, return their counts, which are added up here: the count
-    needs no job of its own, and a task that fails (and is retried) counts only once.
+    The Python format produces from the tasks themselves (``mapInArrow``, on Spark's reused Python
+    workers): every record is acknowledged by the broker before the job ends, as with the data
+    source's writer, without the writer's planning and commit round trips on each micro-batch.
     """
-    produce = functools.partial(
-        batches_produce_tallied,
-        spec.kafka_options(prefix_bootstrap="bootstrap"),
-        rule=RULE_COLUMN,
-        counted=COUNTED_COLUMN,
-    )
-    by_rule: Counter[str | None] = Counter()
-    for row in records.mapInArrow(produce, TALLY_SCHEMA).collect():
-        by_rule[row["rule"]] += int(row["records"])
-    return dict(by_rule)
-
-
-def records_write(records: DataFrame, spec: PipelineSpec) -> None:
-    """Produce ``records`` (key, value, headers, topic) through Spark's own Kafka sink (``--kafka-format kafka``)."""
-    records.write.format("kafka").options(**spec.kafka_options(prefix_bootstrap="kafka.bootstrap.servers")).save()
+    if kafka_format == "kafka":
+        records.write.format("kafka").options(**spec.kafka_options(prefix_bootstrap="kafka.bootstrap.servers")).save()
+        return None
+    produce = functools.partial(batches_produce_counted, spec.kafka_options(prefix_bootstrap="bootstrap"))
+    return sum(row[0] for row in records.mapInArrow(produce, PRODUCED_COUNT_SCHEMA).collect())
 
 
 def batch_process(batch: DataFrame, batch_id: int, spec: PipelineSpec, kafka_format: KafkaFormat) -> BatchProgress:
-    """Validate, shape, write and count one micro-batch; returns its counts.
+    """Validate, shape and write one micro-batch, then count it; returns its counts.
 
-    With Sluice's Kafka format, one Spark job: the SQL's output (to the sink) and every record of
-    the batch (invalid ones to the dead-letter topic) go to the same producing tasks, which also
-    count the records by rule. With Spark's, the write is one job and the count by rule another.
-    The validated batch is kept in memory because both the SQL and the count read it: the source
-    is read once.
+    Valid records (to the sink) and dead letters go out in one Spark job, each row naming its topic;
+    the count by rule comes after, from the validated batch kept in memory, so it does not delay the writes.
     """
     checked = records_validate(batch, spec.json_schema).persist()
     try:
         shaped = records_shape(checked.filter(F.col(RULE_COLUMN).isNull()), spec)
         shaped.createOrReplaceTempView("input")
-        output = sink_records(batch.sparkSession.sql(spec.sql), spec).withColumn("topic", F.lit(spec.sink_topic))
-        if kafka_format == "python":
-            uncounted = output.withColumns({RULE_COLUMN: F.lit(None).cast("string"), COUNTED_COLUMN: F.lit(False)})
-            by_rule = records_produce_tallied(uncounted.unionByName(batch_ledger(checked, spec)), spec)
-        else:
-            outputs = [output]
-            if spec.dead_letter_topic:
-                letters = dead_letter_records(checked.filter(F.col(RULE_COLUMN).isNotNull()))
-                outputs.append(letters.withColumn("topic", F.lit(spec.dead_letter_topic)))
-            records_write(functools.reduce(DataFrame.unionByName, outputs), spec)
-            by_rule = {row[0]: int(row[1]) for row in checked.groupBy(RULE_COLUMN).count().collect()}
+        output = sink_records(batch.sparkSession.sql(spec.sql), spec)
+        outputs = [output.withColumn("topic", F.lit(spec.sink_topic))]
+        if spec.dead_letter_topic:
+            letters = dead_letter_records(checked.filter(F.col(RULE_COLUMN).isNotNull()))
+            outputs.append(letters.withColumn("topic", F.lit(spec.dead_letter_topic)))
+        records_write(functools.reduce(DataFrame.unionByName, outputs), spec, kafka_format)
+        by_rule = {row[0]: int(row[1]) for row in checked.groupBy(RULE_COLUMN).count().collect()}
     finally:
         checked.unpersist()
-    rules = {rule: count for rule, count in by_rule.items() if rule is not None}
-    valid = by_rule.get(None, 0)
-    invalid = sum(rules.values())
-    return BatchProgress(batch_id, valid + invalid, valid, invalid, rules)
+    valid = by_rule.pop(None, 0)
+    invalid = sum(by_rule.values())
+    return BatchProgress(batch_id, valid + invalid, valid, invalid, by_rule)
 
 
 def query_name(spec: PipelineSpec) -> str:

@@ -2,30 +2,27 @@
 
 ``df.write.format("sluice-kafka")`` produces the ``value``, ``key`` and ``headers`` columns to the
 ``topic`` option's topic, or to each row's ``topic`` column (:class:`KafkaWriter`). A pipeline's
-micro-batch does not go through the writer: its tasks produce with :func:`batches_produce_tallied`
-(``mapInArrow``), which also counts the batch's records by rule, so writing and counting are one
-Spark job. Either way a task fails unless the broker acknowledged every record it was given.
+micro-batch does not go through the writer: its tasks produce with :func:`batches_produce_counted`
+(``mapInArrow``). Either way a task fails unless the broker acknowledged every record it was given.
 
 No Django import here: Spark's Python workers load this module on their own.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from confluent_kafka import KafkaError, Message, Producer
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from .kafka_options import FLUSH_TIMEOUT_OPTION, kafka_properties, options_lowered
 
-# What each task of :func:`batches_produce_tallied` returns: records of the batch by rule (NULL: valid).
-TALLY_SCHEMA = "rule string, records bigint"
-_TALLY_ARROW_SCHEMA = pa.schema([("rule", pa.string()), ("records", pa.int64())])
+# What each task of :func:`batches_produce_counted` returns: how many records it produced.
+PRODUCED_COUNT_SCHEMA = "records bigint"
+_COUNT_ARROW_SCHEMA = pa.schema([("records", pa.int64())])
 
 
 class KafkaWriteError(RuntimeError):
@@ -99,38 +96,13 @@ def batches_produce(options: Mapping[str, str], batches: Iterator[pa.RecordBatch
     return count
 
 
-def batches_tally(
-    batches: Iterator[pa.RecordBatch], tally: Counter[str | None], *, rule: str, counted: str
-) -> Iterator[pa.RecordBatch]:
-    """The rows of ``batches`` that have a topic, counting on the way the rows marked ``counted`` by ``rule``."""
-    for batch in batches:
-        ruled = batch.filter(batch.column(counted)).column(rule)
-        if ruled.null_count:
-            tally[None] += ruled.null_count
-        for entry in pc.value_counts(ruled.drop_null()).to_pylist():
-            tally[entry["values"]] += entry["counts"]
-        yield batch.filter(pc.is_valid(batch.column("topic")))
+def batches_produce_counted(options: Mapping[str, str], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """:func:`batches_produce` as a ``mapInArrow`` function: produces the task's rows, yields one row, their count.
 
-
-def batches_produce_tallied(
-    options: Mapping[str, str], batches: Iterator[pa.RecordBatch], *, rule: str, counted: str
-) -> Iterator[pa.RecordBatch]:
-    """A micro-batch's write and count as one ``mapInArrow`` function (bind the arguments but ``batches``).
-
-    Rows have ``key``, ``value``, ``headers`` and ``topic`` (NULL: not produced), a ``counted`` flag
-    and a ``rule`` column: the rows flagged are the batch's records, one each, counted by their
-    ``rule`` (NULL for a valid one). Produces the rows with a topic and, once the broker has
-    acknowledged them all, yields the task's counts as rows of :data:`TALLY_SCHEMA`; a task
-    whose records did not all go out fails instead. Cheaper inside a micro-batch than
-    ``df.write.format("sluice-kafka")``, whose writer Spark makes and commits in Python planner
-    processes on every write.
+    Inside a micro-batch this is cheaper than ``df.write.format("sluice-kafka")``, whose writer
+    is made and committed by Spark in Python planner processes on every write.
     """
-    tally: Counter[str | None] = Counter()
-    batches_produce(options, batches_tally(batches, tally, rule=rule, counted=counted))
-    if tally:
-        yield pa.RecordBatch.from_pydict(
-            {"rule": list(tally), "records": list(tally.values())}, schema=_TALLY_ARROW_SCHEMA
-        )
+    yield pa.RecordBatch.from_pydict({"records": [batches_produce(options, batches)]}, schema=_COUNT_ARROW_SCHEMA)
 
 
 class KafkaWriter(DataSourceArrowWriter):
