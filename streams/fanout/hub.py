@@ -39,6 +39,9 @@ logger = logging.getLogger("sluice.hub")
 
 T = TypeVar("T")
 
+# A keep-alive may go out this much before it is due: the ticker's second is not exactly a second,
+# and one that came a hair early would otherwise wait for the next tick.
+HEARTBEAT_EARLY = 0.1
 # Items a batch waiting for the event loop may grow to by taking later fetches (then a new one starts).
 MERGE_MAX = 5000
 
@@ -265,7 +268,7 @@ class TopicHub:
                 self.cut(sub)
         for sub in self.beats.due(now):
             due = sub.sink.last_write + sub.heartbeat_seconds
-            if now < due:  # it wrote since: due later
+            if now < due - HEARTBEAT_EARLY:  # it wrote since: due later
                 self.beats.schedule(sub, due)
                 continue
             if sub.sink.congested():  # it has not taken the last bytes: no point adding more yet

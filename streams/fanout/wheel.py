@@ -28,9 +28,13 @@ class HeartbeatWheel(Generic[T]):
         return len(self._slot_of)
 
     def schedule(self, member: T, at: float) -> None:
-        """Put ``member`` in the slot of ``at`` (monotonic seconds), moving it if it was in another."""
+        """Put ``member`` in the slot of the second ``at`` falls in (monotonic seconds), moving it if it was in another.
+
+        The first tick at or after the start of that second takes it: a second's slot rounded up
+        would make a 1 s keep-alive a 2 s one (due at 13.05, taken by the tick at 14.05).
+        """
         self.discard(member)
-        slot = math.ceil(at)
+        slot = math.floor(at)
         self._slots.setdefault(slot, {})[member] = None
         self._slot_of[member] = slot
 

@@ -51,3 +51,19 @@ async def test_streams_that_leave_leave_the_wheel() -> None:
     assert len(hub.beats) == 1
     hub.unsubscribe(sub)
     assert len(hub.beats) == 0  # nothing keeps a closed stream (and its connection) alive
+
+
+async def test_a_one_second_keep_alive_goes_out_every_tick() -> None:
+    hub: TopicHub = make_hub()
+    sink = FakeSink()
+    hub.subscribe(Subscriber(sink, SubscriberOptions(heartbeat_seconds=1)), StartPlan(dict(hub.next)), None)
+    start = sink.last_write
+    beats = 0
+    for tick in range(1, 11):  # ten ticks a second apart, in whatever phase against the clock's seconds
+        now = start + tick + 0.003
+        before = len(sink.writes)
+        hub.heartbeat(now)
+        if len(sink.writes) > before:
+            beats += 1
+            sink.last_write = now
+    assert beats == 10
