@@ -18,7 +18,16 @@ Only Sluice reads Kafka, so only its latency includes a broker. The Python peers
 own virtualenv (``bench/.peers-venv``, created on first use with pinned versions); nginx and the
 Nchan module come from Debian (``apt-get install nginx-light libnginx-mod-nchan``).
 
-Scenarios (every client is the uvloop client of ``bench/fanout.py``):
+The load client (``--client``): ``c``, the default when gcc is on PATH, is ``bench/lib/sseload.c``
+(one epoll thread in a child process, built into ``bench/.build/`` on first use, driven through
+``bench/lib/cload.py``); ``python`` is the uvloop client of ``bench/lib/sseload.py`` in this process.
+Both send the same request, take ``seq`` and ``ts`` from each event the same way and fill the same
+latency histogram, so lost, duplicates, cut and the latencies mean the same with either; client CPU
+is the C child's or this process's. The C client costs a fraction of the CPU and adds no parsing
+latency of note, which leaves the servers more of a shared machine and keeps the peak search from
+measuring the client.
+
+Scenarios:
 
 - ``fanout``: 1,000 clients on one channel at 100 msg/s;
 - ``peak``: 100 clients on one channel, the rate doubled from ``--peak-start`` until a step loses
@@ -43,6 +52,7 @@ import json
 import os
 import resource
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -53,10 +63,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.lib.cload import CClients, build  # noqa: E402
 from bench.lib.procstats import (  # noqa: E402
     fd_limit_raise,
     loadavg,
     machine_description,
+    proc_cpu_seconds,
     self_cpu_seconds,
     system_busy_seconds,
     tree_cpu_seconds,
@@ -70,6 +82,11 @@ SECTION_BEGIN = "<!-- bench/compare.py{} results: begin -->"
 SECTION_END = "<!-- bench/compare.py{} results: end -->"
 SERVERS = ("sluice", "sluice-2w", "sluice-uvicorn", "sluice-avro", "sse-starlette", "django-eventstream", "nchan")
 SCENARIOS = ("fanout", "peak", "idle", "keyed", "volume")
+CLIENTS = ("c", "python")
+CLIENT_NAMES = {
+    "c": "the C client (bench/lib/sseload.c, epoll, a child process)",
+    "python": "the Python client (bench/lib/sseload.py, uvloop, in the benchmark's process)",
+}
 # The quiet window over which the idle scenario reads the server's CPU.
 IDLE_CPU_SECONDS = 20.0
 
@@ -137,8 +154,115 @@ async def server_clients_open(
     )
 
 
+@dataclass
+class Tally:
+    """What the streams of one run received, whichever client counted it (sums over the opened streams)."""
+
+    stats: Stats
+    unique: int
+    duplicates: int
+    want: int
+
+
+class PythonClients:
+    """The streams of one run on this process's loop (``bench/lib/sseload.py``); their CPU is this process's."""
+
+    def __init__(self, server: Server, expected: int, keys: int, stats: Stats | None = None) -> None:
+        self.server = server
+        self.expected = expected
+        self.keys = keys
+        self.stats = stats if stats is not None else Stats()
+        self.streams: list[SseClient] = []
+
+    @property
+    def opened(self) -> int:
+        return len(self.streams)
+
+    async def start(self) -> None:
+        pass
+
+    def cpu_seconds(self) -> float:
+        return self_cpu_seconds()
+
+    async def open(self, count: int, first: int = 0, concurrency: int = 50) -> None:
+        self.streams += await server_clients_open(
+            self.server, count, self.stats, self.expected, self.keys, first, concurrency
+        )
+
+    async def measure(self, on: bool) -> None:
+        self.stats.measuring = on
+
+    async def wait(self, seconds: float) -> None:
+        """Until every stream has all it wants (or lost its connection), at most ``seconds``."""
+        pending = [c.done for c in self.streams if not c.done.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=seconds)
+
+    async def tally(self) -> Tally:
+        return Tally(
+            self.stats,
+            sum(c.unique for c in self.streams),
+            sum(c.duplicates for c in self.streams),
+            sum(c.want for c in self.streams),
+        )
+
+    async def close(self) -> None:
+        for client in self.streams:
+            client.close()
+
+
+class CLoadClients:
+    """The same streams counted by the C client (``bench/lib/cload.py``) in a child process; its CPU is the child's."""
+
+    def __init__(self, server: Server, expected: int, keys: int) -> None:
+        path = server.path("k%d") if keys else server.path(None).replace("%", "%%")
+        self.clients = CClients(
+            server.port, path, expected, keys=keys, ready_on_headers=server.ready_on_headers, concurrency=50
+        )
+
+    @property
+    def opened(self) -> int:
+        return self.clients.opened
+
+    async def start(self) -> None:
+        await self.clients.start()
+
+    def cpu_seconds(self) -> float:
+        return proc_cpu_seconds(self.clients.pid)
+
+    async def open(self, count: int, first: int = 0, concurrency: int = 50) -> None:
+        await self.clients.open(count, first, concurrency)
+
+    async def measure(self, on: bool) -> None:
+        await self.clients.measure(on)
+
+    async def wait(self, seconds: float) -> None:
+        await self.clients.wait(seconds)
+
+    async def tally(self) -> Tally:
+        report = await self.clients.report()
+        return Tally(report.stats, report.unique, report.duplicates, report.want)
+
+    async def close(self) -> None:
+        await self.clients.close()
+
+
+def load_clients(client: str, server: Server, expected: int, keys: int, stats: Stats) -> PythonClients | CLoadClients:
+    """``client``'s streams for one run: every stream wants seqs ``0 .. expected-1`` (with ``keys``, its own)."""
+    if client == "c":
+        return CLoadClients(server, expected, keys)
+    return PythonClients(server, expected, keys, stats)
+
+
 async def run_load(
-    server: Server, scenario: str, clients: int, rate: float, duration: float, keys: int, drain: float
+    server: Server,
+    scenario: str,
+    clients: int,
+    rate: float,
+    duration: float,
+    keys: int,
+    drain: float,
+    client: str = "python",
 ) -> Row:
     """Open ``clients`` streams, publish ``rate`` msg/s for ``duration`` s, wait for stragglers, measure."""
     row = Row(server.name, scenario, clients, rate, keys)
@@ -147,30 +271,31 @@ async def run_load(
     stats.seq_per_second = max(1, round(rate))
     stats.per_second = [[0, 0, 0] for _ in range(count // stats.seq_per_second + 1)]
     publisher = server.publisher(rate, count, 200, keys)
-    opened: list[SseClient] = []
+    streams = load_clients(client, server, count, keys, stats)
     try:
+        await streams.start()
         await publisher.receive(60, "publisher start")
-        opened += await server_clients_open(server, 1, stats, count, keys)
+        await streams.open(1)
         await asyncio.sleep(0.5)
         rss_base = tree_rss_bytes(server.pids())
-        opened += await asyncio.wait_for(server_clients_open(server, clients - 1, stats, count, keys, first=1), 300)
-        row.opened = len(opened)
+        await asyncio.wait_for(streams.open(clients - 1, first=1), 300)
+        row.opened = streams.opened
         await asyncio.sleep(2.0)
         pids = server.pids()
         row.server_rss = tree_rss_bytes(pids)
-        row.rss_per_connection = (row.server_rss - rss_base) / max(1, len(opened) - 1)
-        stats.measuring = True
+        row.rss_per_connection = (row.server_rss - rss_base) / max(1, row.opened - 1)
+        await streams.measure(True)
         wall0 = time.monotonic()
-        cpu0 = (tree_cpu_seconds(pids), self_cpu_seconds(), system_busy_seconds())
+        cpu0 = (tree_cpu_seconds(pids), streams.cpu_seconds(), system_busy_seconds())
         go_ns = time.time_ns()
         publisher.conn.send("go")
         report = await publisher.receive(duration * 3 + 60, "publisher")
-        pending = [c.done for c in opened if not c.done.done()]
-        if pending:
-            await asyncio.wait(pending, timeout=drain)
+        await streams.wait(drain)
         wall = time.monotonic() - wall0
-        cpu1 = (tree_cpu_seconds(pids), self_cpu_seconds(), system_busy_seconds())
-        stats.measuring = False
+        cpu1 = (tree_cpu_seconds(pids), streams.cpu_seconds(), system_busy_seconds())
+        await streams.measure(False)
+        tally = await streams.tally()
+        stats = tally.stats
         row.behind = report["max_behind"]
         row.server_cpu = 100 * (cpu1[0] - cpu0[0]) / wall
         row.client_cpu = 100 * (cpu1[1] - cpu0[1]) / wall
@@ -179,40 +304,38 @@ async def run_load(
         row.other_cpu = max(0.0, busy - row.server_cpu - row.client_cpu - row.publisher_cpu)
         span = (stats.last_ns - go_ns) / 1e9 if stats.last_ns else 0.0
         row.deliveries_per_s = stats.events / span if span > 0 else 0.0
-        wanted = sum(c.want for c in opened) + (clients - len(opened)) * (count // max(1, keys or 1))
+        wanted = tally.want + (clients - row.opened) * (count // max(1, keys or 1))
         row.expected_per_s = wanted / max(duration, 1e-9)
         row.us_per_delivery = (cpu1[0] - cpu0[0]) / stats.events * 1e6 if stats.events else 0.0
         total = sum(stats.hist)
         row.p50_ms = percentile(stats.hist, total, 0.50) if total else 0.0
         row.p99_ms = percentile(stats.hist, total, 0.99) if total else 0.0
         row.max_ms = stats.max_ns / 1e6
-        row.lost = max(0, wanted - sum(c.unique for c in opened))
-        row.duplicates = sum(c.duplicates for c in opened)
+        row.lost = max(0, wanted - tally.unique)
+        row.duplicates = tally.duplicates
         row.disconnects = stats.disconnects
         return row
     finally:
-        for client in opened:
-            client.close()
+        await streams.close()
         publisher.stop()
 
 
-async def run_idle(server: Server, clients: int) -> Row:
+async def run_idle(server: Server, clients: int, client: str = "python") -> Row:
     """``clients`` idle streams: server memory per connection (and Sluice's broker connections)."""
     row = Row(server.name, "idle", clients)
-    stats = Stats()
-    opened: list[SseClient] = []
+    streams = load_clients(client, server, 1, 0, Stats())
     try:
-        opened += await server_clients_open(server, 10, stats, 1, 0)
+        await streams.start()
+        await streams.open(10)
         await asyncio.sleep(1.0)
         rss_base = tree_rss_bytes(server.pids())
         with_ten = server.broker_connections()
         started = time.monotonic()
-        rest = server_clients_open(server, clients - 10, stats, 1, 0, first=10, concurrency=100)
-        opened += await asyncio.wait_for(rest, 600)
-        row.opened = len(opened)
+        await asyncio.wait_for(streams.open(clients - 10, first=10, concurrency=100), 600)
+        row.opened = streams.opened
         await asyncio.sleep(3.0)
         row.server_rss = tree_rss_bytes(server.pids())
-        row.rss_per_connection = (row.server_rss - rss_base) / max(1, len(opened) - 10)
+        row.rss_per_connection = (row.server_rss - rss_base) / max(1, row.opened - 10)
         # What the held streams cost while nothing happens: server CPU over a quiet window.
         cpu_before, quiet_started = tree_cpu_seconds(server.pids()), time.monotonic()
         await asyncio.sleep(IDLE_CPU_SECONDS)
@@ -223,8 +346,7 @@ async def run_idle(server: Server, clients: int) -> Row:
         row.note = f"opened in {time.monotonic() - started:.0f} s"
         return row
     finally:
-        for client in opened:
-            client.close()
+        await streams.close()
 
 
 async def run_server(server: Server, args: argparse.Namespace) -> list[Row]:
@@ -234,18 +356,27 @@ async def run_server(server: Server, args: argparse.Namespace) -> list[Row]:
     try:
         for scenario in args.scenarios:
             if scenario == "fanout":
-                row = await run_load(server, "fanout", args.fanout_clients, 100.0, args.duration, 0, args.drain)
+                row = await run_load(
+                    server, "fanout", args.fanout_clients, 100.0, args.duration, 0, args.drain, args.client
+                )
             elif scenario == "keyed":
                 row = await run_load(
-                    server, "keyed", args.keyed_clients, args.keyed_rate, args.duration, args.keyed_clients, args.drain
+                    server,
+                    "keyed",
+                    args.keyed_clients,
+                    args.keyed_rate,
+                    args.duration,
+                    args.keyed_clients,
+                    args.drain,
+                    args.client,
                 )
             elif scenario == "volume":
                 clients = max(1, round(args.keyed_rate / 100))
-                row = await run_load(server, "volume", clients, 100.0, args.duration, 0, args.drain)
+                row = await run_load(server, "volume", clients, 100.0, args.duration, 0, args.drain, args.client)
             elif scenario == "idle":
                 if server.name == "sluice-2w":  # the same memory per stream as one worker
                     continue
-                row = await run_idle(server, args.idle_clients)
+                row = await run_idle(server, args.idle_clients, args.client)
             else:
                 row = await peak_search(server, args)
             print("  " + row_line(row), flush=True)
@@ -262,7 +393,7 @@ async def peak_search(server: Server, args: argparse.Namespace) -> Row:
     steps: list[str] = []
 
     async def step(rate: float) -> Row:
-        row = await run_load(server, "peak", args.peak_clients, rate, args.peak_duration, 0, args.drain)
+        row = await run_load(server, "peak", args.peak_clients, rate, args.peak_duration, 0, args.drain, args.client)
         verdict = "ok" if row.passed else "fail"
         steps.append(f"{rate:g}: {row.deliveries_per_s:,.0f}/s p99 {row.p99_ms:.0f} ms lost {row.lost:,} {verdict}")
         print(f"    peak step {steps[-1]} (server {row.server_cpu:.0f} %)", flush=True)
@@ -350,7 +481,8 @@ def section(rows: list[Row], args: argparse.Namespace, command: str, started: da
         f"Run {started:%Y-%m-%d %H:%M} UTC at commit `{commit}` on {machine_description()}; "
         f"load average before -> after: {load}. CPU is % of ONE core (the machine has {os.cpu_count()} x 100 %); "
         "µs / delivery = server CPU time / events received by the clients; other CPU = the machine's busy "
-        "time minus server, client and publisher (others' work, and for Sluice the broker and producer).",
+        "time minus server, client and publisher (others' work, and for Sluice the broker and producer). "
+        f"Load client: {CLIENT_NAMES[args.client]} (`--client {args.client}`).",
         "",
         "```",
         command,
@@ -401,6 +533,13 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, help="Markdown file whose compare section is replaced (or appended).")
     parser.add_argument(
         "--section", default="", help="Name the output section (runs of different scenarios kept side by side)."
+    )
+    parser.add_argument(
+        "--client",
+        choices=CLIENTS,
+        default="c" if shutil.which("gcc") else "python",
+        help="The load client: c (bench/lib/sseload.c, the default when gcc is on PATH) or python "
+        "(bench/lib/sseload.py). Both count alike; c costs a fraction of the CPU.",
     )
     parser.add_argument("--json", type=Path, help="Also write every row as JSON (tests/bench/test_regression.py).")
     args = parser.parse_args(argv)
@@ -464,6 +603,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
         if hard != resource.RLIM_INFINITY and hard < 2 * wanted:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, 2 * wanted))
     fd_limit_raise(wanted)
+    if args.client == "c":
+        try:
+            build()  # before any server starts: a missing gcc or a build error is said at once
+        except RuntimeError as exc:
+            raise SystemExit(str(exc)) from exc
     command = shlex.join(["python", "bench/compare.py", *(sys.argv[1:] if argv is None else argv)])
     started = datetime.now(UTC)
     before = loadavg()
