@@ -116,7 +116,7 @@ async def main() -> None:
             loadavg = os.getloadavg()
             keys = args.clients if args.keyed else 0
             scenario = "keyed" if args.keyed else "fanout"
-            row = await run_load(server, scenario, args.clients, args.rate, args.duration, keys, args.drain)
+            row = await run_load(server, scenario, args.clients, args.rate, args.duration, keys, args.drain, client="c")
             noted = notes_read(server.process.pid, notes_path)
         finally:
             server.stop()

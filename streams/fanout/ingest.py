@@ -5,6 +5,12 @@ encoded once per id form; unfiltered streams that share a
 :class:`~streams.fanout.subscriber.GroupKey` get one joined buffer, filtered
 streams (found by key where their filters name one) their own. Counts are kept
 per record or per group, never per frame per stream.
+
+Filtered streams are written as soon as :data:`FLUSH_STREAMS` of them have frames
+waiting, not only at the batch's end: with per-user streams each record goes to
+a stream of its own, so waiting for the end joins nothing and only makes the
+first records of a large batch wait for the last (10,000 per-user streams at
+10,000 msg/s: the fan-out's p99 was 19 ms for batches of a few hundred records).
 """
 
 from __future__ import annotations
@@ -20,15 +26,21 @@ from streams.fanout.subscriber import GroupKey, Subscriber
 if TYPE_CHECKING:
     from streams.fanout.hub import TopicHub
 
+# Filtered streams with frames waiting that are written before the batch ends (see above).
+FLUSH_STREAMS = 64
+
 
 def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
     """Take one fetched batch: move the hub's position, cache the records, write each stream its frames."""
-    # Every live subscriber has been written everything before this batch.
+    # Every live subscriber has been written everything before this batch ...
     before = dict(hub.next)
+    # ... and every filtered one everything before the records not yet written to them.
+    flushed = before
     shared: defaultdict[GroupKey, list[bytes]] = defaultdict(list)
     shared_last: dict[GroupKey, str] = {}
     out: defaultdict[Subscriber, list[bytes]] = defaultdict(list)
     last: dict[Subscriber, str] = {}
+    passed: defaultdict[str, int] = defaultdict(int)
     live = hub.live
     unfiltered = live.unfiltered
     by_key = live.by_key
@@ -108,6 +120,11 @@ def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
                     else:
                         out[sub].append(frame)
                         last[sub] = progress_id
+        if len(out) >= FLUSH_STREAMS:
+            filtered_send(hub, out, last, passed, flushed)
+            out.clear()
+            last.clear()
+            flushed = dict(nxt)
     hub.cache.evict()
     tally = hub.tally
     for group, frames in shared.items():
@@ -120,14 +137,7 @@ def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
             counts = tally(group.route)
             counts.delivered += sent * len(frames)
             counts.bytes += sent * len(data)
-    passed: defaultdict[str, int] = defaultdict(int)
-    for sub, frames in out.items():
-        data = frames[0] if len(frames) == 1 else b"".join(frames)
-        passed[sub.route] += len(frames)
-        if send_live(hub, sub, data, len(frames), last[sub], before):
-            counts = tally(sub.route)
-            counts.delivered += len(frames)
-            counts.bytes += len(data)
+    filtered_send(hub, out, last, passed, flushed)
     if taken or topic_rejected or undecodable:
         hub.schema_invalid += topic_rejected
         hub.undecodable += undecodable
@@ -140,6 +150,24 @@ def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
             live_routes=[sub.route for sub in live] if topic_rejected or undecodable else [],
             filtered_routes=live.filtered_routes,
         )
+
+
+def filtered_send(
+    hub: TopicHub,
+    out: dict[Subscriber, list[bytes]],
+    last: dict[Subscriber, str],
+    passed: defaultdict[str, int],
+    level: dict[int, int],
+) -> None:
+    """Write the filtered streams their waiting frames; ``level`` is where each had been written everything."""
+    tally = hub.tally
+    for sub, frames in out.items():
+        data = frames[0] if len(frames) == 1 else b"".join(frames)
+        passed[sub.route] += len(frames)
+        if send_live(hub, sub, data, len(frames), last[sub], level):
+            counts = tally(sub.route)
+            counts.delivered += len(frames)
+            counts.bytes += len(data)
 
 
 def send_live(hub: TopicHub, sub: Subscriber, data: bytes, count: int, progress: str, before: dict[int, int]) -> int:

@@ -335,7 +335,7 @@ class LiveFetcher:
                     continue
                 messages = [first, *consumer.consume(num_messages=self._batch_size - 1, timeout=0)]
                 records = sum(1 for m in messages if m.error() is None)
-                linger = self._linger.after(records)
+                linger = 0.0 if self._wait.batches else self._linger.after(records)
                 if linger and len(messages) < self._batch_size:
                     messages += consumer.consume(num_messages=self._batch_size - len(messages), timeout=linger)
                 batch: list[Record | PartitionEnd] = []

@@ -15,6 +15,10 @@ Two settings trade latency against work per delivery, and neither has one right 
   Batching is what keeps the cost per delivery low under load (one write per stream per
   batch), but when records come one at a time it is only delay. :class:`Linger` sends at
   once when the fetch brought one record or a few, and lingers only when it brought many.
+  Nor does it linger while the broker holds the loaded wait (:attr:`FetchWait.batches`):
+  the fetch has already gathered what came in that time, and the next one is a wait away,
+  so lingering would only add its time to every record (10,000 per-user streams at
+  10,000 msg/s: p50 22 ms with it; see docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ BUSY_RECORDS = 4
 # A topic without records for this long is quiet: its fetch goes back to the long wait.
 QUIET_SECONDS = 2.0
 # fetch.wait.max.ms while fetches keep bringing many records from a broker that holds fetches: a
-# record waits about half of it. 20 ms, not the 50 it was: 10,000 per-user streams at 10,000 msg/s
-# had p99 160 ms against 187 ms, and the peak at 100 clients stopped at the same rate (the embedded
-# broker and the producer fill the machine there either way).
-LOADED_WAIT_MS = 20
+# record waits about half of it. 10 ms (it was 50, then 20): with no linger on top and the fan-out
+# writing per-user streams as it goes, 10,000 per-user streams at 10,000 msg/s had p99 23-32 ms
+# against 28-55 ms at 20, and the peak at 100 clients was the same (2.38 against 2.35 million
+# deliveries/s; see docs/benchmarks.md).
+LOADED_WAIT_MS = 10
 # Fetches in a row that must call for another wait before it changes.
 STREAK_FETCHES = 20
 # Records the fetch may fall behind the log's end before the topic counts as loaded, whatever
@@ -93,6 +98,11 @@ class FetchWait:
         self.heavy = 0  # fetches in a row that brought many records
         self.light = 0  # fetches in a row that brought a few
         self.loaded_until = 0.0  # no going back to the short wait before this
+
+    @property
+    def batches(self) -> bool:
+        """Whether the broker holds the loaded wait: each fetch gathers that long, no linger needed."""
+        return self.current_ms == self.loaded_ms and self.loaded_ms != self.busy_ms
 
     def when_idle(self, now: float) -> int | None:
         """A poll found nothing: the quiet wait, if the topic has just become quiet."""

@@ -361,3 +361,66 @@ async def test_key_filters_compare_the_decoded_key() -> None:
     )
     [event] = [e for e in sink.events() if e.has_data]
     assert event.data == '"a"'
+
+
+def keyed_sub(hub: TopicHub, key: bytes) -> tuple[Subscriber, FakeSink]:
+    sink = FakeSink()
+    sub = Subscriber(sink, SubscriberOptions(FilterSet((MessageFilter(key=key),))))
+    hub.subscribe(sub, StartPlan(dict(hub.next)), 0)
+    return sub, sink
+
+
+async def test_per_user_streams_are_written_before_a_large_batch_ends() -> None:
+    from streams.fanout.ingest import FLUSH_STREAMS
+
+    hub = make_hub(partitions=1)
+    users = [keyed_sub(hub, b"u%d" % n) for n in range(FLUSH_STREAMS * 2)]
+    written_when_matched: list[int] = []
+
+    class Noting(FilterSet):
+        """A key filter that notes, when the hub matches a record to it, how many users have been written."""
+
+        def matches(self, key: bytes | None, headers: object) -> bool:
+            written_when_matched.append(sum(len(sink.writes) > 1 for _, sink in users))
+            return FilterSet.matches(self, key, headers)  # type: ignore[arg-type]
+
+    late = FakeSink()
+    hub.subscribe(Subscriber(late, SubscriberOptions(Noting((MessageFilter(key=b"late"),)))), StartPlan({0: 0}), 0)
+    records = [rec(0, n, key=b"u%d" % n, value=b"to u%d" % n) for n in range(FLUSH_STREAMS * 2)]
+    records.append(rec(0, len(records), key=b"late", value=b"late"))
+    # A later record of the first user, after the first flush: one more write, in order.
+    records.append(rec(0, len(records), key=b"u0", value=b"to u0 again"))
+    feed(hub, *records)
+    # By the time the batch's late record was read, every user before it had been written.
+    assert written_when_matched == [FLUSH_STREAMS * 2]
+    assert [e.data for e in late.events() if e.has_data] == ["late"]
+    for n, (_, sink) in enumerate(users):
+        got = [e.data for e in sink.events() if e.has_data]
+        assert got == ([f"to u{n}", "to u0 again"] if n == 0 else [f"to u{n}"])
+    ids = [e.id for e in users[0][1].events() if e.has_data]
+    assert [progress_decode(i) for i in ids] == [{0: 1}, {0: len(records)}]
+    assert hub.deliveries == len(records)
+
+
+async def test_a_stream_congested_after_a_flush_catches_up_from_there_without_duplicates() -> None:
+    from streams.fanout.ingest import FLUSH_STREAMS
+
+    hub = make_hub(partitions=1)
+    others = [keyed_sub(hub, b"o%d" % n) for n in range(FLUSH_STREAMS - 1)]
+    me, mine = keyed_sub(hub, b"me")
+    records = [rec(0, 0, key=b"me", value=b"first")]
+    records += [rec(0, n + 1, key=b"o%d" % n) for n in range(FLUSH_STREAMS - 1)]  # the flush comes here
+    records.append(rec(0, len(records), key=b"me", value=b"second"))
+    original = mine.write
+
+    def write_then_busy(data: bytes) -> bool:
+        mine.busy = b"first" in data  # the client has not read the first record when the second comes
+        return original(data)
+
+    mine.write = write_then_busy  # type: ignore[method-assign]
+    feed(hub, *records)
+    assert me.demoted
+    mine.busy = False
+    await asyncio.wait_for(me.task, timeout=5)  # type: ignore[arg-type]
+    assert [e.data for e in mine.events() if e.has_data] == ["first", "second"]
+    assert all(len([e for e in sink.events() if e.has_data]) == 1 for _, sink in others)

@@ -262,6 +262,39 @@ async def test_live_fetcher_lingers_only_when_a_fetch_brings_many(
     assert (0.004 in live.consume_timeouts) is lingered
 
 
+async def test_live_fetcher_does_not_linger_on_the_loaded_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind the log's end on a broker that holds fetches: the loaded wait gathers, so no linger on top."""
+    from streams.fanout.pacing import LOADED_WAIT_MS
+
+    made: list[FakeConsumer] = []
+
+    def make(config: dict[str, Any]) -> FakeConsumer:
+        consumer = FakeConsumer(config)
+        consumer.marks = {0: (0, 100)}  # the fetch is 100 records behind: the loaded wait
+        if config["fetch.wait.max.ms"] == LOADED_WAIT_MS:
+            consumer.batches.append([Message(0, n) for n in range(40)])
+        made.append(consumer)
+        return consumer
+
+    monkeypatch.setattr(kafka, "Consumer", make)
+    access = KafkaAccess("k:9092", timeout=1.0, fetch_linger_seconds=0.004)
+    access.cluster_id = "tansu_cluster"
+    got = threading.Event()
+    fetcher = LiveFetcher(access, "scores", {0: 0}, lambda batch: got.set())
+    try:
+        fetcher.start()
+        assert got.wait(5), "no batch delivered"
+    finally:
+        fetcher.stop()
+        access.close()
+    [short, loaded] = made
+    assert short.config["fetch.wait.max.ms"] == 2
+    assert short.closed
+    assert loaded.config["fetch.wait.max.ms"] == LOADED_WAIT_MS
+    assert loaded.consume_timeouts  # it took the 40 records ...
+    assert 0.004 not in loaded.consume_timeouts  # ... and did not linger for more
+
+
 def test_fetch_wait_is_fitted_to_the_broker() -> None:
     from streams.fanout.pacing import ANSWERING_WAIT_MS, HOLDING_WAIT_MS, fetch_wait_ms
 
@@ -335,7 +368,9 @@ def test_fetch_wait_lengthens_under_load_and_shortens_after() -> None:
     changes = [wait.when_records(float(n), 40) for n in range(STREAK_FETCHES)]
     assert changes[:-1] == [None] * (STREAK_FETCHES - 1)  # a burst alone changes nothing
     assert changes[-1] == LOADED_WAIT_MS
+    assert not wait.batches  # the short wait: the fetcher may linger
     wait.current_ms = LOADED_WAIT_MS
+    assert wait.batches  # the loaded wait gathers records: no linger on top of it
     assert wait.when_records(10.0, 1) is None
     changes = [wait.when_records(10.0 + n / 10, 1) for n in range(STREAK_FETCHES)]
     assert changes == [None] * STREAK_FETCHES  # held: a broker slow to answer short fetches stays slow a while
@@ -350,3 +385,4 @@ def test_fetch_wait_lengthens_when_the_fetch_falls_behind() -> None:
     assert wait.when_behind(BEHIND_RECORDS - 1, 0.0) is None
     assert wait.when_behind(BEHIND_RECORDS, 0.0) == LOADED_WAIT_MS
     assert FetchWait(100).when_behind(10_000, 0.0) is None  # a broker that answers early keeps its wait
+    assert not FetchWait(100).batches  # ... and lingers after a fetch that brought many
