@@ -188,10 +188,18 @@ class SluiceServer(Server):
     ready_on_headers = False  # the preamble's checkpoint says the stream is live
 
     def __init__(
-        self, tmp: Path, broker: Any, workers: int = 1, asgi_server: str = "daphne", value_format: str = "text"
+        self,
+        tmp: Path,
+        broker: Any,
+        workers: int = 1,
+        asgi_server: str = "daphne",
+        value_format: str = "text",
+        producer_linger_ms: float | None = None,
     ) -> None:
         super().__init__(tmp)
         self.broker = broker
+        # The producer's linger.ms; None: 0 up to 1,000 msg/s, 5 ms above (see publisher).
+        self.producer_linger_ms = producer_linger_ms
         # "avro": the topic's values are Avro from a loopback schema registry, sent on as JSON.
         self.value_format = value_format
         self.registry: Any = None
@@ -248,10 +256,14 @@ class SluiceServer(Server):
 
     def publisher(self, rate: float, count: int, size: int, keys: int) -> Child:
         registry = self.registry.registry.url if self.registry is not None else ""
-        # The producer's linger.ms is in every latency measured: 1 ms, as a latency-minded application
-        # sets it, up to 1,000 msg/s; 5 ms above, as a throughput-minded one does (at the peak rates,
-        # 1 ms batches cost the embedded broker more CPU than the machine has beside the gateway).
-        linger_ms = 1.0 if rate <= 1000 else 5.0
+        # The producer's linger.ms is in every latency measured: 0 up to 1,000 msg/s, as a
+        # latency-minded application sets it (librdkafka then sends each record at once; 1 ms
+        # adds about 1.3 ms to the p50 on the embedded broker: docs/benchmarks.md); 5 ms above, as
+        # a throughput-minded one does (at the peak rates, small batches cost the embedded broker
+        # more CPU than the machine has beside the gateway).
+        linger_ms = 0.0 if rate <= 1000 else 5.0
+        if self.producer_linger_ms is not None:
+            linger_ms = self.producer_linger_ms
         return Child(producer_main, self.broker.bootstrap, self.topic, 3, rate, count, size, linger_ms, keys, registry)
 
     def broker_connections(self) -> int:

@@ -264,7 +264,7 @@ async def test_live_fetcher_lingers_only_when_a_fetch_brings_many(
 
 async def test_live_fetcher_does_not_linger_on_the_loaded_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     """Behind the log's end on a broker that holds fetches: the loaded wait gathers, so no linger on top."""
-    from streams.fanout.pacing import LOADED_WAIT_MS
+    from streams.fanout.pacing import HOLDING_WAIT_MS, LOADED_WAIT_MS
 
     made: list[FakeConsumer] = []
 
@@ -288,7 +288,7 @@ async def test_live_fetcher_does_not_linger_on_the_loaded_wait(monkeypatch: pyte
         fetcher.stop()
         access.close()
     [short, loaded] = made
-    assert short.config["fetch.wait.max.ms"] == 2
+    assert short.config["fetch.wait.max.ms"] == HOLDING_WAIT_MS
     assert short.closed
     assert loaded.config["fetch.wait.max.ms"] == LOADED_WAIT_MS
     assert loaded.consume_timeouts  # it took the 40 records ...
@@ -305,12 +305,14 @@ def test_fetch_wait_is_fitted_to_the_broker() -> None:
 
 
 async def test_live_fetcher_fetch_wait_follows_the_cluster(consumers: list[FakeConsumer]) -> None:
+    from streams.fanout.pacing import HOLDING_WAIT_MS
+
     access = KafkaAccess("k:9092", timeout=1.0)
     try:
         consumers_made = len(consumers)
         access.cluster_id = "tansu_cluster"
         LiveFetcher(access, "scores", {0: 0}, lambda batch: None)
-        assert consumers[consumers_made].config["fetch.wait.max.ms"] == 2
+        assert consumers[consumers_made].config["fetch.wait.max.ms"] == HOLDING_WAIT_MS
         access.cluster_id = "a-kafka-cluster"
         LiveFetcher(access, "scores", {0: 0}, lambda batch: None)
         assert consumers[consumers_made + 1].config["fetch.wait.max.ms"] == 100
