@@ -25,11 +25,11 @@ from __future__ import annotations
 
 # Cluster ids of brokers that hold a waiting fetch to its end although records arrived.
 _HOLDING_CLUSTERS = ("tansu",)
-# fetch.wait.max.ms for a broker that holds fetches (a record waits about half of it) ...
-# 2 ms. 1 ms was faster on a short log (100 clients x 100 msg/s: p50 2.3-2.7 ms against 2.8-3.2),
-# but once tansu's log held millions of records it answered 1 ms fetches too slowly to keep up:
-# 50 clients x 100 msg/s had p99 430-620 ms against 17-20 ms at 2 ms (docs/benchmarks.md).
-HOLDING_WAIT_MS = 2
+# fetch.wait.max.ms for a broker that holds fetches (a record waits about half of it), to start
+# with: 1 ms (100 clients x 100 msg/s: p50 2.3-2.7 ms against 2.8-3.2 at 2 ms). A broker that cannot
+# keep up with fetches that short (tansu with a log of millions of records) leaves the fetch behind
+# the log's end: the topic's short wait then doubles (see FetchWait.when_behind).
+HOLDING_WAIT_MS = 1
 # ... and for one that answers as soon as a record arrives.
 ANSWERING_WAIT_MS = 100
 # Records a fetch must bring at once before the fetcher lingers for more: fewer is not load.
@@ -86,8 +86,11 @@ class FetchWait:
     milliseconds cost the broker more than they save: the batches are large anyway);
     :data:`ANSWERING_WAIT_MS` once the topic is quiet. A change needs
     :data:`STREAK_FETCHES` fetches in a row that call for it, so a rate near a bound does
-    not flap. On other brokers the wait is long and never changes. ``when_idle`` and
-    ``when_records`` say when the fetcher should remake its consumer (None: keep it).
+    not flap. A fetch found behind the log's end on the short wait means the broker
+    cannot answer fetches that short in time: the short wait doubles for good (up to the
+    loaded one), so each topic settles on the shortest wait its broker keeps up with.
+    On other brokers the wait is long and never changes. ``when_idle``, ``when_behind``
+    and ``when_records`` say when the fetcher should remake its consumer (None: keep it).
     """
 
     __slots__ = ("busy_ms", "current_ms", "heavy", "last_record", "light", "loaded_ms", "loaded_until", "quiet_ms")
@@ -117,6 +120,7 @@ class FetchWait:
     def when_behind(self, records: int, now: float) -> int | None:
         """The fetch is ``records`` behind the log's end: the loaded wait, if it is behind on a short one."""
         if records >= BEHIND_RECORDS and self.current_ms == self.busy_ms and self.loaded_ms != self.busy_ms:
+            self.busy_ms = min(self.busy_ms * 2, self.loaded_ms)  # too short for this broker: longer from now on
             self.heavy, self.light = STREAK_FETCHES, 0
             self.loaded_until = now + LOADED_HOLD_SECONDS
             return self.loaded_ms

@@ -388,3 +388,24 @@ def test_fetch_wait_lengthens_when_the_fetch_falls_behind() -> None:
     assert wait.when_behind(BEHIND_RECORDS, 0.0) == LOADED_WAIT_MS
     assert FetchWait(100).when_behind(10_000, 0.0) is None  # a broker that answers early keeps its wait
     assert not FetchWait(100).batches  # ... and lingers after a fetch that brought many
+
+
+def test_a_short_wait_the_broker_cannot_keep_up_with_doubles_for_good() -> None:
+    from streams.fanout.pacing import BEHIND_RECORDS, LOADED_HOLD_SECONDS, LOADED_WAIT_MS, STREAK_FETCHES, FetchWait
+
+    wait = FetchWait(1)
+    now = 0.0
+    shorts = []
+    for _ in range(6):  # behind on the short wait, loaded for a while, back to the short wait, behind again ...
+        assert wait.when_behind(BEHIND_RECORDS, now) == LOADED_WAIT_MS
+        wait.current_ms = LOADED_WAIT_MS
+        now += LOADED_HOLD_SECONDS
+        changes = [wait.when_records(now + n / 100, 1) for n in range(STREAK_FETCHES)]
+        short = changes[-1]
+        if short is None:  # the short wait has reached the loaded one: nothing left to change
+            break
+        shorts.append(short)
+        wait.current_ms = short
+    assert shorts == [2, 4, 8]
+    assert wait.busy_ms == LOADED_WAIT_MS
+    assert wait.when_behind(10_000, now) is None  # as long as the loaded wait: nothing to lengthen
