@@ -409,3 +409,12 @@ def test_a_short_wait_the_broker_cannot_keep_up_with_doubles_for_good() -> None:
     assert shorts == [2, 4, 8]
     assert wait.busy_ms == LOADED_WAIT_MS
     assert wait.when_behind(10_000, now) is None  # as long as the loaded wait: nothing to lengthen
+
+
+def test_behind_at_a_high_rate_keeps_the_short_wait() -> None:
+    from streams.fanout.pacing import BEHIND_RECORDS, LOADED_WAIT_MS, FetchWait
+
+    wait = FetchWait(2)
+    wait.when_records(0.0, 400)  # the fetches bring many: the rate, not the broker, is why it is behind
+    assert wait.when_behind(BEHIND_RECORDS, 0.0) == LOADED_WAIT_MS
+    assert wait.busy_ms == 2
