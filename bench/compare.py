@@ -52,7 +52,6 @@ import json
 import os
 import resource
 import shlex
-import shutil
 import sys
 import tempfile
 import time
@@ -63,7 +62,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.lib.cload import CClients, build  # noqa: E402
+from bench.lib.cload import CClients, build, gcc_available  # noqa: E402
 from bench.lib.procstats import (  # noqa: E402
     fd_limit_raise,
     loadavg,
@@ -542,7 +541,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--client",
         choices=CLIENTS,
-        default="c" if shutil.which("gcc") else "python",
+        default="c" if gcc_available() else "python",
         help="The load client: c (bench/lib/sseload.c, the default when gcc is on PATH) or python "
         "(bench/lib/sseload.py). Both count alike; c costs a fraction of the CPU.",
     )

@@ -261,9 +261,9 @@ class SluiceServer(Server):
         # adds about 1.3 ms to the p50 on the embedded broker: docs/benchmarks.md); 5 ms above, as
         # a throughput-minded one does (at the peak rates, small batches cost the embedded broker
         # more CPU than the machine has beside the gateway).
-        linger_ms = 0.0 if rate <= 1000 else 5.0
-        if self.producer_linger_ms is not None:
-            linger_ms = self.producer_linger_ms
+        linger_ms = self.producer_linger_ms
+        if linger_ms is None:
+            linger_ms = 0.0 if rate <= 1000 else 5.0
         return Child(producer_main, self.broker.bootstrap, self.topic, 3, rate, count, size, linger_ms, keys, registry)
 
     def broker_connections(self) -> int:

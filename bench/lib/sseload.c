@@ -565,6 +565,22 @@ static bool head_is_chunked(const char *head, size_t len) {
     return false;
 }
 
+/* Bytes of the response body as read: de-chunked when the response is chunked, then fed. */
+static void body_bytes(struct stream *s, char *data, size_t len, int64_t now) {
+    if (!len)
+        return;
+    if (s->chunked) {
+        ssize_t decoded = dechunk(s, data, len);
+        if (decoded < 0) {
+            stream_lost(s, "malformed chunked body");
+            return;
+        }
+        len = (size_t)decoded;
+    }
+    if (len)
+        body_feed(s, data, len, now);
+}
+
 static void head_feed(struct stream *s, char *p, size_t n, int64_t now) {
     size_t carry = s->carry_len;
     char *text = p - carry; /* carry <= HEAD_MAX < RESERVE */
@@ -602,19 +618,7 @@ static void head_feed(struct stream *s, char *p, size_t n, int64_t now) {
     if (opt_ready_on_headers)
         stream_ready(s);
     char *body = end + 4;
-    size_t body_len = (size_t)(text + len - body);
-    if (!body_len)
-        return;
-    if (s->chunked) {
-        ssize_t decoded = dechunk(s, body, body_len);
-        if (decoded < 0) {
-            stream_lost(s, "malformed chunked body");
-            return;
-        }
-        body_len = (size_t)decoded;
-    }
-    if (body_len)
-        body_feed(s, body, body_len, now);
+    body_bytes(s, body, (size_t)(text + len - body), now);
 }
 
 static void stream_readable(struct stream *s) {
@@ -635,17 +639,7 @@ static void stream_readable(struct stream *s) {
         head_feed(s, read_area, (size_t)n, now);
         return;
     }
-    size_t len = (size_t)n;
-    if (s->chunked) {
-        ssize_t decoded = dechunk(s, read_area, len);
-        if (decoded < 0) {
-            stream_lost(s, "malformed chunked body");
-            return;
-        }
-        len = (size_t)decoded;
-    }
-    if (len)
-        body_feed(s, read_area, len, now);
+    body_bytes(s, read_area, (size_t)n, now);
 }
 
 static void stream_event(struct stream *s, uint32_t flags) {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,28 @@ def reader(spark: Any, kafka: Any, topic: str) -> Any:
     return spark.read.format(FORMAT_NAME).option("bootstrap", kafka.bootstrap).option("topic", topic).load()
 
 
+def stream_drain(
+    spark: Any, kafka: Any, topic: str, checkpoint: Path, on_row: Callable[[Any], object], **options: str
+) -> None:
+    """Stream ``topic`` from ``checkpoint`` until it has read what is there (``availableNow``): ``on_row`` per row."""
+
+    def each_batch(batch: Any, _epoch: int) -> None:
+        for row in batch.collect():
+            on_row(row)
+
+    stream = spark.readStream.format(FORMAT_NAME).option("bootstrap", kafka.bootstrap).option("topic", topic)
+    for name, value in options.items():
+        stream = stream.option(name, value)
+    query = (
+        stream.load()
+        .writeStream.foreachBatch(each_batch)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+
+
 def test_batch_read_has_one_spark_partition_per_kafka_partition(spark: Any, kafka: Any) -> None:
     topic = kafka.topic(partitions=3)
     for i in range(30):
@@ -52,15 +75,7 @@ def test_stream_resumes_from_checkpointed_offsets(spark: Any, kafka: Any, tmp_pa
     seen: list[tuple[int, int]] = []
 
     def run() -> None:
-        stream = spark.readStream.format(FORMAT_NAME).option("bootstrap", kafka.bootstrap).option("topic", topic)
-        query = (
-            stream.load()
-            .writeStream.foreachBatch(lambda batch, _: seen.extend((r.partition, r.offset) for r in batch.collect()))
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        assert query.awaitTermination(120)
+        stream_drain(spark, kafka, topic, tmp_path / "checkpoint", lambda r: seen.append((r.partition, r.offset)))
 
     for i in range(10):
         kafka.produce(topic, f"a{i}", partition=i % 2, flush=False)
@@ -84,18 +99,8 @@ def test_stream_starting_offsets_latest_reads_only_what_comes_after_its_start(
     seen: list[bytes] = []
 
     def run() -> None:
-        query = (
-            spark.readStream.format(FORMAT_NAME)
-            .option("bootstrap", kafka.bootstrap)
-            .option("topic", topic)
-            .option("startingOffsets", "latest")
-            .load()
-            .writeStream.foreachBatch(lambda batch, _: seen.extend(r.value for r in batch.collect()))
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        assert query.awaitTermination(120)
+        checkpoint = tmp_path / "checkpoint"
+        stream_drain(spark, kafka, topic, checkpoint, lambda r: seen.append(r.value), startingOffsets="latest")
 
     for i in range(10):
         kafka.produce(topic, f"before{i}", partition=i % 2, flush=False)
