@@ -55,6 +55,7 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -349,50 +350,63 @@ async def run_idle(server: Server, clients: int, client: str = "python") -> Row:
 
 
 async def run_server(server: Server, args: argparse.Namespace) -> list[Row]:
+    """Every scenario of one server, each on a freshly started server (Sluice's with a new broker)."""
     rows: list[Row] = []
     print(f"== {server.name}", flush=True)
-    server.start()
-    try:
-        for scenario in args.scenarios:
-            if scenario == "fanout":
-                row = await run_load(
-                    server, "fanout", args.fanout_clients, 100.0, args.duration, 0, args.drain, args.client
-                )
-            elif scenario == "keyed":
-                row = await run_load(
-                    server,
-                    "keyed",
-                    args.keyed_clients,
-                    args.keyed_rate,
-                    args.duration,
-                    args.keyed_clients,
-                    args.drain,
-                    args.client,
-                )
-            elif scenario == "volume":
-                clients = max(1, round(args.keyed_rate / 100))
-                row = await run_load(server, "volume", clients, 100.0, args.duration, 0, args.drain, args.client)
-            elif scenario == "idle":
-                if server.name == "sluice-2w":  # the same memory per stream as one worker
-                    continue
-                row = await run_idle(server, args.idle_clients, args.client)
-            else:
-                row = await peak_search(server, args)
-            print("  " + row_line(row), flush=True)
-            rows.append(row)
-            await asyncio.sleep(1.0)
-    finally:
-        server.stop()
+    for scenario in args.scenarios:
+        if scenario == "idle" and server.name == "sluice-2w":  # the same memory per stream as one worker
+            continue
+        if scenario == "peak":
+            row = await peak_search(server, args)
+        else:
+            with started(server):
+                row = await run_scenario(server, scenario, args)
+        print("  " + row_line(row), flush=True)
+        rows.append(row)
+        await asyncio.sleep(1.0)
     return rows
 
 
+@contextlib.contextmanager
+def started(server: Server) -> Iterator[Server]:
+    """The server started for one run and stopped after it: no run inherits another's state.
+
+    Sluice's embedded broker is started with it, so each run begins on an empty log: that broker's
+    cost per fetch grows with its log (a fetch near the end of millions of records takes
+    hundreds of ms; Kafka's does not), which would otherwise measure the scenarios before.
+    """
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def run_scenario(server: Server, scenario: str, args: argparse.Namespace) -> Row:
+    if scenario == "fanout":
+        return await run_load(server, "fanout", args.fanout_clients, 100.0, args.duration, 0, args.drain, args.client)
+    if scenario == "keyed":
+        keys = args.keyed_clients
+        return await run_load(server, "keyed", keys, args.keyed_rate, args.duration, keys, args.drain, args.client)
+    if scenario == "volume":
+        clients = max(1, round(args.keyed_rate / 100))
+        return await run_load(server, "volume", clients, 100.0, args.duration, 0, args.drain, args.client)
+    return await run_idle(server, args.idle_clients, args.client)
+
+
 async def peak_search(server: Server, args: argparse.Namespace) -> Row:
-    """Double the rate until a step fails; the best passing step, with every step listed."""
+    """Double the rate until a step fails; the best passing step, with every step listed.
+
+    Each step runs on a freshly started server, as each scenario does.
+    """
     best: Row | None = None
     steps: list[str] = []
 
     async def step(rate: float) -> Row:
-        row = await run_load(server, "peak", args.peak_clients, rate, args.peak_duration, 0, args.drain, args.client)
+        with started(server):
+            row = await run_load(
+                server, "peak", args.peak_clients, rate, args.peak_duration, 0, args.drain, args.client
+            )
         verdict = "ok" if row.passed else "fail"
         steps.append(f"{rate:g}: {row.deliveries_per_s:,.0f}/s p99 {row.p99_ms:.0f} ms lost {row.lost:,} {verdict}")
         print(f"    peak step {steps[-1]} (server {row.server_cpu:.0f} %)", flush=True)
@@ -560,41 +574,32 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def main_async(args: argparse.Namespace) -> list[Row]:
-    from streams.server.broker import EmbeddedBroker
-
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="sluice-compare-") as tmp_name:
         tmp = Path(tmp_name)
-        broker = None
-        if any(name.startswith("sluice") for name in args.servers):
-            broker = EmbeddedBroker().start()
-        try:
-            linger = args.producer_linger_ms
-            for name in args.servers:
-                workdir = tmp / name
-                workdir.mkdir()
-                server: Server
-                if name == "sluice":
-                    server = SluiceServer(workdir, broker, producer_linger_ms=linger)
-                elif name == "sluice-2w":
-                    server = SluiceServer(workdir, broker, workers=2, producer_linger_ms=linger)
-                elif name == "sluice-uvicorn":
-                    server = SluiceServer(workdir, broker, asgi_server="uvicorn", producer_linger_ms=linger)
-                elif name == "sluice-avro":
-                    server = SluiceServer(workdir, broker, value_format="avro", producer_linger_ms=linger)
-                elif name == "sse-starlette":
-                    server = StarletteServer(workdir)
-                elif name == "django-eventstream":
-                    server = EventstreamServer(workdir)
-                else:
-                    server = NchanServer(workdir)
-                try:
-                    rows += await run_server(server, args)
-                except Exception as exc:  # one server failing to start must not lose the others' rows
-                    print(f"  {name} failed: {exc!r}", flush=True)
-        finally:
-            if broker is not None:
-                broker.stop()
+        linger = args.producer_linger_ms
+        for name in args.servers:
+            workdir = tmp / name
+            workdir.mkdir()
+            server: Server
+            if name == "sluice":
+                server = SluiceServer(workdir, producer_linger_ms=linger)
+            elif name == "sluice-2w":
+                server = SluiceServer(workdir, workers=2, producer_linger_ms=linger)
+            elif name == "sluice-uvicorn":
+                server = SluiceServer(workdir, asgi_server="uvicorn", producer_linger_ms=linger)
+            elif name == "sluice-avro":
+                server = SluiceServer(workdir, value_format="avro", producer_linger_ms=linger)
+            elif name == "sse-starlette":
+                server = StarletteServer(workdir)
+            elif name == "django-eventstream":
+                server = EventstreamServer(workdir)
+            else:
+                server = NchanServer(workdir)
+            try:
+                rows += await run_server(server, args)
+            except Exception as exc:  # one server failing to start must not lose the others' rows
+                print(f"  {name} failed: {exc!r}", flush=True)
     return rows
 
 

@@ -190,14 +190,17 @@ class SluiceServer(Server):
     def __init__(
         self,
         tmp: Path,
-        broker: Any,
+        broker: Any = None,
         workers: int = 1,
         asgi_server: str = "daphne",
         value_format: str = "text",
         producer_linger_ms: float | None = None,
     ) -> None:
         super().__init__(tmp)
+        # None: each start() starts its own embedded broker and stop() stops it, so every run begins
+        # on an empty log (the embedded broker's cost per fetch grows with its log; Kafka's does not).
         self.broker = broker
+        self.own_broker = broker is None
         # The producer's linger.ms; None: 0 up to 1,000 msg/s, 5 ms above (see publisher).
         self.producer_linger_ms = producer_linger_ms
         # "avro": the topic's values are Avro from a loopback schema registry, sent on as JSON.
@@ -215,8 +218,10 @@ class SluiceServer(Server):
         self.gateway: Gateway | None = None
 
     def start(self) -> None:
-        from streams.server.broker import topic_ensure
+        from streams.server.broker import EmbeddedBroker, topic_ensure
 
+        if self.own_broker:
+            self.broker = EmbeddedBroker().start()
         topic_ensure(self.broker.bootstrap, self.topic, partitions=3)
         db = f"sqlite:///{self.tmp}/{self.name}.sqlite3"
         self.gateway = Gateway(db, self.broker.bootstrap, self.tmp / f"{self.name}.log", self.workers, self.asgi_server)
@@ -249,6 +254,10 @@ class SluiceServer(Server):
             self.gateway.stop()
         if self.registry is not None:
             self.registry.stop()
+            self.registry = None
+        if self.own_broker and self.broker is not None:
+            self.broker.stop()
+            self.broker = None
         self.process = None
 
     def path(self, key: str | None) -> str:
