@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.types import StructType
@@ -34,7 +34,7 @@ from .datasource import (
     KafkaDataSource,
 )
 from .kafka_write import PRODUCED_COUNT_SCHEMA, batches_produce_counted
-from .validation import RULE_COLUMN, records_validate, schema_record_type
+from .validation import RULE_COLUMN, schema_record_type, schema_validation
 
 KafkaFormat = Literal["python", "kafka"]
 HEADERS_TYPE = "array<struct<key: string, value: binary>>"
@@ -291,50 +291,80 @@ def _csv_schema(spark: SparkSession, spec: PipelineSpec) -> StructType:
     )
 
 
-def records_shape(valid: DataFrame, spec: PipelineSpec) -> DataFrame:
-    """Valid records as the ``input`` view: the schema's properties as typed columns, plus ``_key`` and friends."""
-    record_type = schema_record_type(spec.json_schema)
-    parsed = F.from_json(F.col("value").cast("string"), record_type)
-    return valid.select(
-        parsed.alias("_data"),
-        F.col("key").cast("string").alias("_key"),
-        F.col("topic").alias("_topic"),
-        F.col("partition").alias("_partition"),
-        F.col("offset").alias("_offset"),
-        F.col("timestamp").alias("_timestamp"),
-    ).select("_data.*", *METADATA_COLUMNS)
-
-
 def _header(name: str, value: Column) -> Column:
     return F.struct(F.lit(name).alias("key"), value.cast("string").cast("binary").alias("value"))
 
 
-def sink_records(shaped: DataFrame, spec: PipelineSpec) -> DataFrame:
-    """The SQL's output as Kafka records: JSON of the columns not starting with ``_``, key and headers by column."""
-    columns = shaped.columns
-    missing = [c for c in [spec.key_field, *spec.header_fields.values()] if c and c not in columns]
-    if missing:
-        raise PipelineError(f"the SQL of {spec.name} has no column {missing[0]!r} (columns: {', '.join(columns)})")
-    written = [F.col(f"`{c}`") for c in columns if not c.startswith("_")]
-    key = F.col(f"`{spec.key_field}`").cast("string").cast("binary") if spec.key_field else F.lit(None).cast("binary")
-    headers = [_header(name, F.col(f"`{column}`")) for name, column in spec.header_fields.items()]
-    return shaped.select(
-        key.alias("key"),
-        F.to_json(F.struct(*written)).cast("binary").alias("value"),
-        (F.array(*headers) if headers else F.lit(None)).cast(HEADERS_TYPE).alias("headers"),
-    )
+class BatchPlan:
+    """Every column a micro-batch's plan uses, built once for the query and applied to each batch.
 
+    A column is a JVM object made over py4j: the validation alone takes some 900 round trips for
+    a small schema, which each batch would otherwise pay on the driver before its first task.
+    """
 
-def dead_letter_records(invalid: DataFrame) -> DataFrame:
-    """Invalid records as they came, with headers naming the failed rule and where the record was read."""
-    extra = F.array(
-        _header(RULE_HEADER, F.col(RULE_COLUMN)),
-        _header(TOPIC_HEADER, F.col("topic")),
-        _header(PARTITION_HEADER, F.col("partition")),
-        _header(OFFSET_HEADER, F.col("offset")),
-    )
-    own = F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE))
-    return invalid.select("key", "value", F.concat(own, extra).alias("headers"))
+    def __init__(self, spec: PipelineSpec) -> None:
+        self.spec = spec
+        self.validation = schema_validation(spec.json_schema)
+        rule = F.col(RULE_COLUMN)
+        self.valid, self.invalid = rule.isNull(), rule.isNotNull()
+        self.counts = (F.count(F.lit(1)).alias("records"), F.count(rule).alias("invalid"))
+        self.shape = (
+            F.from_json(F.col("value").cast("string"), schema_record_type(spec.json_schema)).alias("_data"),
+            F.col("key").cast("string").alias("_key"),
+            F.col("topic").alias("_topic"),
+            F.col("partition").alias("_partition"),
+            F.col("offset").alias("_offset"),
+            F.col("timestamp").alias("_timestamp"),
+        )
+        self.letters = (
+            F.col("key"),
+            F.col("value"),
+            F.concat(
+                F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE)),
+                F.array(
+                    _header(RULE_HEADER, rule),
+                    _header(TOPIC_HEADER, F.col("topic")),
+                    _header(PARTITION_HEADER, F.col("partition")),
+                    _header(OFFSET_HEADER, F.col("offset")),
+                ),
+            ).alias("headers"),
+            F.lit(spec.dead_letter_topic).alias("topic"),
+        )
+        self.sink_by_columns: dict[tuple[str, ...], tuple[Column, ...]] = {}
+
+    def records_checked(self, batch: DataFrame, counted: Observation) -> DataFrame:
+        """The batch with ``_rule`` (NULL: valid), its records and invalid ones counted into ``counted``."""
+        return self.validation.apply(batch).observe(counted, *self.counts)
+
+    def records_shaped(self, checked: DataFrame) -> DataFrame:
+        """Valid records as the ``input`` view: the schema's properties as typed columns, plus ``_key`` and friends."""
+        return checked.filter(self.valid).select(*self.shape).select("_data.*", *METADATA_COLUMNS)
+
+    def sink_records(self, output: DataFrame) -> DataFrame:
+        """The SQL's output as Kafka records: JSON of the columns not starting with ``_``, key and headers by column."""
+        columns = tuple(output.columns)
+        if columns not in self.sink_by_columns:
+            self.sink_by_columns[columns] = self.sink_columns(columns)
+        return output.select(*self.sink_by_columns[columns])
+
+    def sink_columns(self, columns: tuple[str, ...]) -> tuple[Column, ...]:
+        spec = self.spec
+        missing = [c for c in [spec.key_field, *spec.header_fields.values()] if c and c not in columns]
+        if missing:
+            raise PipelineError(f"the SQL of {spec.name} has no column {missing[0]!r} (columns: {', '.join(columns)})")
+        written = [F.col(f"`{c}`") for c in columns if not c.startswith("_")]
+        key = F.col(f"`{spec.key_field}`").cast("string").cast("binary") if spec.key_field else F.lit(None)
+        headers = [_header(name, F.col(f"`{column}`")) for name, column in spec.header_fields.items()]
+        return (
+            key.cast("binary").alias("key"),
+            F.to_json(F.struct(*written)).cast("binary").alias("value"),
+            (F.array(*headers) if headers else F.lit(None)).cast(HEADERS_TYPE).alias("headers"),
+            F.lit(spec.sink_topic).alias("topic"),
+        )
+
+    def dead_letter_records(self, checked: DataFrame) -> DataFrame:
+        """Invalid records as they came, with headers naming the failed rule and where the record was read."""
+        return checked.filter(self.invalid).select(*self.letters)
 
 
 def records_write(records: DataFrame, spec: PipelineSpec, kafka_format: KafkaFormat) -> int | None:
@@ -351,28 +381,34 @@ def records_write(records: DataFrame, spec: PipelineSpec, kafka_format: KafkaFor
     return sum(row[0] for row in records.mapInArrow(produce, PRODUCED_COUNT_SCHEMA).collect())
 
 
-def batch_process(batch: DataFrame, batch_id: int, spec: PipelineSpec, kafka_format: KafkaFormat) -> BatchProgress:
-    """Validate, shape and write one micro-batch, then count it; returns its counts.
+def batch_process(
+    batch: DataFrame, batch_id: int, spec: PipelineSpec, kafka_format: KafkaFormat, plan: BatchPlan | None = None
+) -> BatchProgress:
+    """Validate, shape and write one micro-batch; returns its counts.
 
-    Valid records (to the sink) and dead letters go out in one Spark job, each row naming its topic;
-    the count by rule comes after, from the validated batch kept in memory, so it does not delay the writes.
+    Valid records (to the sink) and dead letters go out in one Spark job, each row naming its topic.
+    That job also counts the batch's records and invalid ones as it validates them (an observation
+    on the validated batch, which is kept in memory for the write's two branches); only a batch with
+    invalid records runs a second job, over the kept batch, to count them by rule.
     """
-    checked = records_validate(batch, spec.json_schema).persist()
+    plan = plan or BatchPlan(spec)
+    counted = Observation(f"sluice_rules_{batch_id}")
+    checked = plan.records_checked(batch, counted).persist()
     try:
-        shaped = records_shape(checked.filter(F.col(RULE_COLUMN).isNull()), spec)
-        shaped.createOrReplaceTempView("input")
-        output = sink_records(batch.sparkSession.sql(spec.sql), spec)
-        outputs = [output.withColumn("topic", F.lit(spec.sink_topic))]
+        plan.records_shaped(checked).createOrReplaceTempView("input")
+        outputs = [plan.sink_records(batch.sparkSession.sql(spec.sql))]
         if spec.dead_letter_topic:
-            letters = dead_letter_records(checked.filter(F.col(RULE_COLUMN).isNotNull()))
-            outputs.append(letters.withColumn("topic", F.lit(spec.dead_letter_topic)))
-        records_write(functools.reduce(DataFrame.unionByName, outputs), spec, kafka_format)
-        by_rule = {row[0]: int(row[1]) for row in checked.groupBy(RULE_COLUMN).count().collect()}
+            outputs.append(plan.dead_letter_records(checked))
+        records_write(functools.reduce(DataFrame.union, outputs), spec, kafka_format)
+        counts = counted.get
+        records, invalid = int(counts["records"]), int(counts["invalid"])
+        by_rule: dict[str, int] = {}
+        if invalid:
+            rules = checked.filter(plan.invalid).groupBy(RULE_COLUMN).count().collect()
+            by_rule = {row[0]: int(row[1]) for row in rules}
     finally:
         checked.unpersist()
-    valid = by_rule.pop(None, 0)
-    invalid = sum(by_rule.values())
-    return BatchProgress(batch_id, valid + invalid, valid, invalid, by_rule)
+    return BatchProgress(batch_id, records, records - invalid, invalid, by_rule)
 
 
 def query_name(spec: PipelineSpec) -> str:
@@ -392,10 +428,12 @@ def pipeline_query(
     """Start the streaming query: every ``trigger_seconds``, or once over what is there now (``availableNow``)."""
     schema_record_type(spec.json_schema)  # fail before starting if the schema cannot give columns
 
+    plan = BatchPlan(spec)
+
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         if on_batch_start is not None:
             on_batch_start(batch_id)
-        progress = batch_process(batch, batch_id, spec, kafka_format)
+        progress = batch_process(batch, batch_id, spec, kafka_format, plan)
         if on_batch is not None:
             on_batch(progress)
 

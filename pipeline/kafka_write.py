@@ -19,6 +19,9 @@ from confluent_kafka import KafkaError, Message, Producer
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from .kafka_options import FLUSH_TIMEOUT_OPTION, kafka_properties, options_lowered
+from .spark_worker import zip_invalidation_lazy
+
+zip_invalidation_lazy()  # this module loads in Spark's Python workers: see pipeline.spark_worker
 
 # What each task of :func:`batches_produce_counted` returns: how many records it produced.
 PRODUCED_COUNT_SCHEMA = "records bigint"

@@ -256,26 +256,51 @@ def schema_residual_check(schema: Any) -> Callable[[Column], Column]:
     return udf
 
 
-def records_validate(df: DataFrame, schema: Any, value: str = "value") -> DataFrame:
-    """``df`` with ``_rule``: the first rule the record's value breaks, NULL for a valid record."""
+@dataclass(frozen=True)
+class RecordsValidation:
+    """A JSON Schema's checks as Spark columns, built once and applied to any number of DataFrames.
+
+    Building the columns is the costly part on the driver (each is a JVM object made over py4j:
+    some 900 round trips, about 0.1 s, for a schema of three properties), so a stream builds them
+    once and applies them to every micro-batch.
+    """
+
+    stages: tuple[dict[str, Column], ...]
+    rule: Column
+    helpers: tuple[str, ...]
+
+    def apply(self, df: DataFrame) -> DataFrame:
+        """``df`` with ``_rule``: the first rule the record's value breaks, NULL for a valid record."""
+        for stage in self.stages:
+            df = df.withColumns(stage)
+        return df.withColumn(RULE_COLUMN, self.rule).drop(*self.helpers)
+
+
+def schema_validation(schema: Any, value: str = "value") -> RecordsValidation:
+    """The checks of ``schema`` on the JSON text in column ``value``."""
     text = F.col(value).cast("string")
     # Parse once, then pull each member and its type name out once, into columns of their own:
     # the checks read those columns instead of repeating the extraction in every expression.
     members = [("/", "$"), *schema_members(schema)]
     names = {where: f"_m{i}" for i, (where, _) in enumerate(members)}
-    staged_df = df.withColumn(PARSED_COLUMN, F.try_parse_json(text))
-    staged_df = staged_df.withColumns(
-        {names[where]: F.try_variant_get(F.col(PARSED_COLUMN), path, "variant") for where, path in members}
-    )
-    staged_df = staged_df.withColumns({f"{names[w]}_kind": F.schema_of_variant(F.col(names[w])) for w, _ in members})
-    staged = {where: (F.col(names[where]), F.col(f"{names[where]}_kind")) for where, _ in members}
     parsed = F.col(PARSED_COLUMN)
+    stages = (
+        {PARSED_COLUMN: F.try_parse_json(text)},
+        {names[where]: F.try_variant_get(parsed, path, "variant") for where, path in members},
+        {f"{names[w]}_kind": F.schema_of_variant(F.col(names[w])) for w, _ in members},
+    )
+    staged = {where: (F.col(names[where]), F.col(f"{names[where]}_kind")) for where, _ in members}
     checks = [Check("json:/", parsed.isNull()), *schema_spark_checks(schema, parsed, "/", staged)]
     rules = [F.when(c.failed, F.lit(c.rule)) for c in checks]
     if schema_residual(schema):
         rules.append(schema_residual_check(schema)(text))
-    helpers = [PARSED_COLUMN, *names.values(), *(f"{n}_kind" for n in names.values())]
-    return staged_df.withColumn(RULE_COLUMN, F.coalesce(*rules)).drop(*helpers)
+    helpers = (PARSED_COLUMN, *names.values(), *(f"{n}_kind" for n in names.values()))
+    return RecordsValidation(stages, F.coalesce(*rules), helpers)
+
+
+def records_validate(df: DataFrame, schema: Any, value: str = "value") -> DataFrame:
+    """``df`` with ``_rule``: the first rule the record's value breaks, NULL for a valid record."""
+    return schema_validation(schema, value).apply(df)
 
 
 def schema_spark_type(schema: Any) -> DataType:
