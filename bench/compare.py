@@ -39,6 +39,9 @@ Scenarios:
 - ``volume``: the keyed scenario's delivered volume without filters (``keyed-rate / 100`` clients
   on one channel at 100 msg/s), to compare the cost per delivery.
 
+Every scenario, and every step of the peak search, runs on a freshly started server; Sluice's
+starts with a new embedded broker of its own, so no run measures the log the runs before it left.
+
     python bench/compare.py --output docs/benchmarks.md
     python bench/compare.py --servers sluice,sse-starlette --scenarios fanout --duration 5   # a smoke run
 """
