@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from guards.verification import Principal
 from streams.core.asgi import Receive, Send
@@ -47,6 +48,8 @@ logger = logging.getLogger("sluice.streams")
 class HubStream:
     """A :class:`~streams.edge.stream.StreamSource` over one hub subscription."""
 
+    __slots__ = ("route", "request", "hub", "plan", "filters", "started", "sub")
+
     def __init__(
         self,
         route: RouteSpec,
@@ -73,6 +76,10 @@ class HubStream:
     def close_reason(self) -> str | None:
         return self.sub.close_reason if self.sub is not None else None
 
+    def on_closed(self, callback: Callable[[], object]) -> None:
+        assert self.sub is not None
+        self.sub.on_end(callback)
+
     def attach(self, sink: Sink) -> None:
         route = self.route
         options = SubscriberOptions(
@@ -95,7 +102,7 @@ class HubStream:
             self.sub.end(reason)
 
     def challenge(self) -> None:
-        if self.sub is not None and not self.sub.closed.done():
+        if self.sub is not None and not self.sub.is_closed:
             challenges_sent.labels(self.route.pattern.source).inc()
             self.sub.sink.write(CHALLENGE_FRAME)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from guards.verification import Principal
@@ -51,7 +51,7 @@ from streams.edge.request import STREAM_METHODS, StreamRequest
 from streams.edge.responses import empty_answer, send_error, send_with_headers, stream_finish, stream_start
 from streams.edge.runtime import reauthorization_bus
 from streams.edge.stream import CUT_SLOW, StreamSource, Watched, stream_serve
-from streams.edge.teardown import stream_teardown
+from streams.edge.teardown import future_then, stream_teardown
 from streams.edge.unavailable import stream_hold, temporary
 from streams.fanout.sinks import Sink
 from streams.selectors import route_table
@@ -143,6 +143,9 @@ class MuxStream:
     def sink(self) -> Sink:
         assert self._sink is not None
         return self._sink
+
+    def on_closed(self, callback: Callable[[], object]) -> None:
+        future_then(self.closed, callback)
 
     def sources(self) -> list[StreamSource]:
         return [m.source for m in self.members if m.source is not None]

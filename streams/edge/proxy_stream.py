@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from functools import partial
 
 from streams.core.asgi import Receive, Send
@@ -15,7 +16,7 @@ from streams.edge.request import StreamRequest
 from streams.edge.responses import send_error, stream_finish, stream_start
 from streams.edge.runtime import process_upstreams
 from streams.edge.stream import route_serve
-from streams.edge.teardown import stream_teardown
+from streams.edge.teardown import future_then, stream_teardown
 from streams.fanout.sinks import Sink
 from streams.proxy.upstream import ProxySubscriber, Upstream, UpstreamError
 
@@ -37,6 +38,9 @@ class RelayedStream:
     @property
     def close_reason(self) -> str | None:
         return self.sub.close_reason
+
+    def on_closed(self, callback: Callable[[], object]) -> None:
+        future_then(self.sub.closed, callback)
 
     def attach(self, sink: Sink) -> None:
         self.upstream.attach(self.sub, sink)

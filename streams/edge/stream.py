@@ -42,6 +42,9 @@ class StreamSource(Protocol):
     @property
     def close_reason(self) -> str | None: ...
 
+    def on_closed(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` soon, on the event loop, once the stream is over (as :attr:`closed` resolves)."""
+
     def attach(self, sink: Sink) -> None:
         """Start delivering to ``sink`` (the response head is out)."""
 
@@ -112,7 +115,7 @@ async def stream_serve(
         flow.on_gone(ending.client_gone)
         teardown = stream_teardown(request.scope)
         teardown.defer(ending.finish)
-        teardown.hand_off(source.closed)
+        teardown.hand_off(source.on_closed)
         return
     try:
         disconnected = await wait_until_over(receive, source.closed)

@@ -40,10 +40,13 @@ class Teardown:
         """Run ``callback`` when the request ends (after everything deferred later)."""
         self._callbacks.append(callback)
 
-    def hand_off(self, ended: asyncio.Future[Any]) -> None:
-        """The stream outlives its app: run the clean-up once ``ended`` resolves, not when the app returns."""
+    def hand_off(self, on_end: Callable[[Callable[[], object]], None]) -> None:
+        """The stream outlives its app: run the clean-up when it ends, not when the app returns.
+
+        ``on_end(callback)`` calls ``callback`` once the stream has ended (a source's ``on_closed``).
+        """
         self._handed_off = True
-        ended.add_done_callback(self._ended)
+        on_end(self.run)
 
     def returned(self) -> None:
         """The app returned (or raised): clean up now, unless the stream was handed off."""
@@ -58,8 +61,10 @@ class Teardown:
             except Exception:
                 logger.exception("cleaning up a stream failed")
 
-    def _ended(self, _ended: asyncio.Future[Any]) -> None:
-        self.run()
+
+def future_then(future: asyncio.Future[Any], callback: Callable[[], object]) -> None:
+    """Call ``callback`` (no arguments) once ``future`` is done."""
+    future.add_done_callback(lambda _done: callback())
 
 
 def teardown_attach(scope: Scope) -> Teardown:

@@ -56,7 +56,7 @@ class CatchUp:
                 self.reader = BacklogReader(hub.access, hub.topic, hub.record_make)
                 await self.snapshot()
             while await self.step():
-                if sub.closed.done():
+                if sub.is_closed:
                     return
                 await sub.sink.writable()
         except (KafkaUnavailable, RegistryUnavailable) as exc:
@@ -124,7 +124,7 @@ class CatchUp:
             await hub.blocking(self.reader.close)
             self.reader = None
             await asyncio.wait([sub.closed], timeout=BACKLOG_RETRY_SECONDS)
-            return not sub.closed.done()
+            return not sub.is_closed
         self.deliver(records_by_partition(records))
         positions = sub.positions
         assert positions is not None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
 import pytest
 
-from streams.edge.teardown import Teardown, stream_teardown, teardown_attach
+from streams.edge.teardown import Teardown, future_then, stream_teardown, teardown_attach
 
 
 async def _settled() -> None:
@@ -31,7 +32,7 @@ async def test_a_handed_off_stream_cleans_up_when_it_ends_not_when_its_app_retur
     done: list[str] = []
     ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     teardown.defer(lambda: done.append("address slot"))
-    teardown.hand_off(ended)
+    teardown.hand_off(functools.partial(future_then, ended))
     teardown.returned()
     await _settled()
     assert done == []
