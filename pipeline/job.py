@@ -303,13 +303,15 @@ class BatchPlan:
     """
 
     def __init__(self, spec: PipelineSpec) -> None:
+        """Raises :class:`~pipeline.validation.SchemaError` if the schema cannot give the ``input`` view's columns."""
         self.spec = spec
+        record_type = schema_record_type(spec.json_schema)
         self.validation = schema_validation(spec.json_schema)
         rule = F.col(RULE_COLUMN)
         self.valid, self.invalid = rule.isNull(), rule.isNotNull()
         self.counts = (F.count(F.lit(1)).alias("records"), F.count(rule).alias("invalid"))
         self.shape = (
-            F.from_json(F.col("value").cast("string"), schema_record_type(spec.json_schema)).alias("_data"),
+            F.from_json(F.col("value").cast("string"), record_type).alias("_data"),
             F.col("key").cast("string").alias("_key"),
             F.col("topic").alias("_topic"),
             F.col("partition").alias("_partition"),
@@ -381,9 +383,7 @@ def records_write(records: DataFrame, spec: PipelineSpec, kafka_format: KafkaFor
     return sum(row[0] for row in records.mapInArrow(produce, PRODUCED_COUNT_SCHEMA).collect())
 
 
-def batch_process(
-    batch: DataFrame, batch_id: int, spec: PipelineSpec, kafka_format: KafkaFormat, plan: BatchPlan | None = None
-) -> BatchProgress:
+def batch_process(batch: DataFrame, batch_id: int, plan: BatchPlan, kafka_format: KafkaFormat) -> BatchProgress:
     """Validate, shape and write one micro-batch; returns its counts.
 
     Valid records (to the sink) and dead letters go out in one Spark job, each row naming its topic.
@@ -391,7 +391,7 @@ def batch_process(
     on the validated batch, which is kept in memory for the write's two branches); only a batch with
     invalid records runs a second job, over the kept batch, to count them by rule.
     """
-    plan = plan or BatchPlan(spec)
+    spec = plan.spec
     counted = Observation(f"sluice_rules_{batch_id}")
     checked = plan.records_checked(batch, counted).persist()
     try:
@@ -426,14 +426,12 @@ def pipeline_query(
     on_batch_start: Callable[[int], None] | None = None,
 ) -> StreamingQuery:
     """Start the streaming query: every ``trigger_seconds``, or once over what is there now (``availableNow``)."""
-    schema_record_type(spec.json_schema)  # fail before starting if the schema cannot give columns
-
-    plan = BatchPlan(spec)
+    plan = BatchPlan(spec)  # fails before starting if the schema cannot give columns
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         if on_batch_start is not None:
             on_batch_start(batch_id)
-        progress = batch_process(batch, batch_id, spec, kafka_format, plan)
+        progress = batch_process(batch, batch_id, plan, kafka_format)
         if on_batch is not None:
             on_batch(progress)
 

@@ -115,7 +115,7 @@ class Subscriber:
         return self.close_reason is not None
 
     def on_end(self, callback: Callable[[], object]) -> None:
-        """Call ``callback`` soon, on the event loop, once the stream has ended (at once if it has)."""
+        """Call ``callback`` soon, on the event loop, once the stream has ended (scheduled now if it has)."""
         if self.close_reason is not None:
             self._loop.call_soon(callback)
         else:

@@ -7,6 +7,7 @@ import os
 import sys
 import zipfile
 import zipimport
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,30 +31,32 @@ class Rereads:
         self.calls += 1
 
 
-def test_an_unchanged_archive_is_not_read_again(tmp_path: Path) -> None:
-    path = tmp_path / "lib.zip"
+def lazily_invalidated(path: Path) -> tuple[Rereads, Callable[[], None]]:
+    """Write an archive at ``path``: the counting original, and the lazy invalidation of its importer over it."""
     archive_write(path, {"first": "A = 1"})
     importer = zipimport.zipimporter(str(path))
     reread = Rereads()
     invalidate = invalidation_lazy(reread)
+    return reread, lambda: invalidate(importer)
+
+
+def test_an_unchanged_archive_is_not_read_again(tmp_path: Path) -> None:
+    reread, invalidate = lazily_invalidated(tmp_path / "lib.zip")
     for _ in range(5):
-        invalidate(importer)
+        invalidate()
     assert reread.calls == 1  # the first call records the archive's size and time
 
 
 def test_a_changed_or_missing_archive_is_read_again(tmp_path: Path) -> None:
     path = tmp_path / "lib.zip"
-    archive_write(path, {"first": "A = 1"})
-    importer = zipimport.zipimporter(str(path))
-    reread = Rereads()
-    invalidate = invalidation_lazy(reread)
-    invalidate(importer)
+    reread, invalidate = lazily_invalidated(path)
+    invalidate()
     archive_write(path, {"first": "A = 1", "second": "B = 2"})
-    invalidate(importer)
+    invalidate()
     assert reread.calls == 2
     path.unlink()
-    invalidate(importer)
-    invalidate(importer)
+    invalidate()
+    invalidate()
     assert reread.calls == 4  # nothing to compare with: always the original
 
 
