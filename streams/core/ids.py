@@ -82,6 +82,46 @@ def progress_encode(progress: Mapping[int, int] | Iterable[tuple[int, int]]) -> 
     return b64url_encode(bytes(out))
 
 
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    _zigzag_varint(value, out)
+    return bytes(out)
+
+
+class ProgressEncoder:
+    """The progress token of a position that moves one partition at a time.
+
+    Every partition's bytes are kept encoded, so a move re-encodes one offset
+    rather than the whole position: a hub moves once per record and writes the
+    token into that record's id (``{0: 2, 1: 1}`` is again ``AQQABAIC``).
+    """
+
+    __slots__ = ("_offset_at", "_parts", "_token")
+
+    def __init__(self, positions: Mapping[int, int]) -> None:
+        items = sorted(positions.items())
+        self._parts: list[bytes] = [bytes((PROGRESS_VERSION,)) + _varint_bytes(len(items))]
+        # Where each partition's offset sits in ``_parts`` (its partition number sits before it).
+        self._offset_at: dict[int, int] = {}
+        for partition, offset in items:
+            self._parts.append(_varint_bytes(partition))
+            self._offset_at[partition] = len(self._parts)
+            self._parts.append(_varint_bytes(offset))
+        self._token: str | None = None
+
+    def move(self, partition: int, offset: int) -> None:
+        """``partition``'s next offset is now ``offset`` (a partition it was not made with: KeyError)."""
+        self._parts[self._offset_at[partition]] = _varint_bytes(offset)
+        self._token = None
+
+    @property
+    def token(self) -> str:
+        """The position's token (encoded once per move, on first use)."""
+        if self._token is None:
+            self._token = b64url_encode(b"".join(self._parts))
+        return self._token
+
+
 def progress_decode(token: str) -> dict[int, int]:
     """Decode a progress token into ``{partition: next_offset}``."""
     return progress_from_bytes(b64url_decode(token))

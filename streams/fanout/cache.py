@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -101,16 +102,27 @@ class TopicCache:
         self.bytes += record.size
 
     def evict(self) -> None:
-        """Drop the oldest records (by time, across partitions) until within the count and byte bounds."""
+        """Drop the oldest records (by time, across partitions) until within the count and byte bounds.
+
+        A full cache evicts about one record per record it takes; the partitions' oldest
+        records wait in a heap, so picking each victim does not look at every partition.
+        """
         limits = self.limits
+        if self.records <= limits.max_messages and self.bytes <= limits.max_bytes:
+            return
+        partitions = self.partitions
+        oldest = [(record.timestamp, p) for p, c in partitions.items() if (record := c.oldest()) is not None]
+        heapq.heapify(oldest)
         while self.records > limits.max_messages or self.bytes > limits.max_bytes:
-            victim = min(
-                (c for c in self.partitions.values() if len(c)),
-                key=lambda c: c.oldest().timestamp,  # type: ignore[union-attr]
-            )
-            record = victim.evict_oldest()
+            cache = partitions[oldest[0][1]]
+            record = cache.evict_oldest()
             self.records -= 1
             self.bytes -= record.size
+            following = cache.oldest()
+            if following is None:
+                heapq.heappop(oldest)
+            else:
+                heapq.heapreplace(oldest, (following.timestamp, cache.partition))
 
     def evict_expired(self, now_ms: int) -> None:
         """Drop records older than the age bound."""

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from streams.core.ids import EventId, progress_encode
+from streams.core.ids import EventId, ProgressEncoder, progress_encode
 from streams.core.records import Record
 from streams.core.sse import HEARTBEAT, checkpoint_frame, preamble
 from streams.fanout.cache import CacheLimits, PartitionCache, TopicCache
@@ -60,7 +60,10 @@ class TopicHub:
         self.access = access
         self.limits = limits
         self.partitions: list[int] = []
-        self.next: dict[int, int] = {}
+        # The hub's position (the next offset of each partition) and its progress token, which
+        # moves with it: whoever moves a partition here moves it in ``progress`` too.
+        self._next: dict[int, int] = {}
+        self.progress = ProgressEncoder({})
         self.cache = TopicCache(limits)
         self.live = LiveSet()
         self.catching_up: dict[Subscriber, None] = {}
@@ -87,8 +90,6 @@ class TopicHub:
         self.catch_ups_kafka = 0
         # Set (and replaced) after every batch: catch-ups ahead of the hub wait on it.
         self.advanced = asyncio.Event()
-        # The hub's position as a progress token, until the position moves (the fan-out clears it).
-        self.progress_cache: str | None = None
         # Set once the fetch has reached where the hub started in every partition (``ended``).
         self.ready = asyncio.Event()
         self.ended: set[int] = set()
@@ -126,10 +127,10 @@ class TopicHub:
         """Partitions added to the topic: read them from their start; ids carry them from now on."""
         for p, low in lows.items():
             self.partitions.append(p)
-            self.next[p] = low
+            self._next[p] = low
             self.cache.partitions[p] = PartitionCache(p, low)
         self.partitions.sort()
-        self.progress_cache = None
+        self.progress = ProgressEncoder(self._next)
         if self._fetcher is not None:
             self._fetcher.partitions_add(lows)
         logger.info("topic %s grew to %d partitions: reading %s too", self.topic, len(self.partitions), sorted(lows))
@@ -156,11 +157,19 @@ class TopicHub:
         return {p: max(0, high - nxt[p]) for p, high in fetcher.high_watermarks.items() if p in nxt}
 
     @property
+    def next(self) -> dict[int, int]:
+        """The next offset the hub reads in each partition."""
+        return self._next
+
+    @next.setter
+    def next(self, positions: dict[int, int]) -> None:
+        self._next = positions
+        self.progress = ProgressEncoder(positions)
+
+    @property
     def progress_id(self) -> str:
-        """The hub's position as a progress token (cached until it moves)."""
-        if self.progress_cache is None:
-            self.progress_cache = progress_encode(self.next)
-        return self.progress_cache
+        """The hub's position as a progress token."""
+        return self.progress.token
 
     # -- ingest (event loop; the fan-out itself is streams.fanout.ingest) --------
 

@@ -46,6 +46,7 @@ def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
     by_key = live.by_key
     any_key = live.any_key
     nxt = hub.next
+    tokens = hub.progress
     cache_append = hub.cache.append
     topic_schema = hub.schema
     # Records the streams saw this batch, and what schemas or encoding kept from them:
@@ -65,14 +66,14 @@ def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
         if type(item) is PartitionEnd:
             if item.offset > nxt[partition]:
                 nxt[partition] = item.offset
-                hub.progress_cache = None
+                tokens.move(partition, item.offset)
             continue
         record: Record = item  # type: ignore[assignment]
         if record.offset < nxt[partition]:
             continue
-        nxt[partition] = record.offset + 1
-        hub.progress_cache = None
-        record.progress_id = progress_id = hub.progress_id
+        nxt[partition] = offset = record.offset + 1
+        tokens.move(partition, offset)
+        record.progress_id = progress_id = tokens.token
         cache_append(record)
         hub.records_in += 1
         if record.problem is not None:

@@ -6,11 +6,14 @@ import base64
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streams.core.ids import (
     MAX_EVENT_ID_BYTES,
     EventId,
     EventIdError,
+    ProgressEncoder,
     b64url_decode,
     b64url_encode,
     event_id_parse,
@@ -63,6 +66,33 @@ def test_encode_keeps_padding() -> None:
 )
 def test_round_trip(progress: dict[int, int]) -> None:
     assert progress_decode(progress_encode(progress)) == progress
+
+
+def test_encoder_starts_as_the_codec_and_moves_one_partition() -> None:
+    encoder = ProgressEncoder({1: 1, 0: 0})
+    assert encoder.token == progress_encode({0: 0, 1: 1})
+    encoder.move(0, 2)
+    assert encoder.token == "AQQABAIC"
+    encoder.move(1, 70_000)
+    assert progress_decode(encoder.token) == {0: 2, 1: 70_000}
+    with pytest.raises(KeyError):
+        encoder.move(2, 0)  # not a partition of the position it was made with
+
+
+@given(
+    st.dictionaries(st.integers(0, 1000), st.integers(0, 2**62), max_size=8),
+    st.lists(st.tuples(st.integers(0, 7), st.integers(0, 2**62)), max_size=20),
+)
+def test_encoder_agrees_with_the_codec_after_any_moves(start: dict[int, int], moves: list[tuple[int, int]]) -> None:
+    encoder = ProgressEncoder(start)
+    position = dict(start)
+    partitions = sorted(start)
+    for pick, offset in moves:
+        if partitions:
+            partition = partitions[pick % len(partitions)]
+            encoder.move(partition, offset)
+            position[partition] = offset
+        assert encoder.token == progress_encode(position)
 
 
 def test_decode_accepts_unpadded_tokens() -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from streams.core.ids import progress_encode
 from streams.core.records import Record
 from streams.fanout.cache import CacheLimits, PartitionCache
 from streams.fanout.hub import TopicHub
@@ -151,6 +152,17 @@ async def test_hub_evicts_oldest_by_time_across_partitions() -> None:
     ingest(hub, [record(2, 50, 1)])
     assert cached(hub) == {0: [1], 1: [1, 2]}
     assert hub.next == {0: 2, 1: 3}
+
+
+async def test_one_batch_evicts_across_partitions_in_time_order() -> None:
+    hub = hub_with(CacheLimits(max_messages=3), partitions=3)
+    # Partition 1 holds the oldest two, then 0 and 2 alternate; partition 1 empties on the way.
+    times = {(1, 0): 5, (1, 1): 6, (0, 0): 10, (2, 0): 11, (0, 1): 12, (2, 1): 13, (0, 2): 14}
+    ingest(hub, [record(offset, ts, partition) for (partition, offset), ts in times.items()])
+    assert cached(hub) == {0: [1, 2], 1: [], 2: [1]}
+    assert hub.cache.records == 3
+    assert [hub.cache[p].start for p in range(3)] == [1, 2, 1]
+    assert hub.progress_id == progress_encode({0: 3, 1: 2, 2: 2})
 
 
 async def test_hub_evicts_by_bytes() -> None:
