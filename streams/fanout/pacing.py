@@ -26,12 +26,12 @@ from __future__ import annotations
 # Cluster ids of brokers that hold a waiting fetch to its end although records arrived.
 _HOLDING_CLUSTERS = ("tansu",)
 # fetch.wait.max.ms for a broker that holds fetches (a record waits about half of it), to start
-# with: 2 ms. A broker that cannot keep up with fetches that short (tansu with a log of millions of
+# with: 1 ms. A broker that cannot keep up with fetches that short (tansu with a log of millions of
 # records) leaves the fetch behind the log's end while its fetches bring little: the topic's short
-# wait then doubles (see FetchWait.when_behind). A start at 1 ms was a few tenths of a millisecond
-# faster at 100 msg/s on a short log, and no better for 10,000 per-user streams at 10,000 msg/s
-# (p99 29-103 ms over five runs, against 23-32 ms with 2 ms; see docs/benchmarks.md).
-HOLDING_WAIT_MS = 2
+# wait then doubles (see FetchWait.when_behind). 100 clients at 100 msg/s, five runs in alternation
+# with 2 ms: p50 2.5-2.8 ms against 3.0-3.5, the gateway's CPU the same; 10,000 per-user streams at
+# 10,000 msg/s are on the loaded wait within a few fetches either way (see docs/benchmarks.md).
+HOLDING_WAIT_MS = 1
 # ... and for one that answers as soon as a record arrives.
 ANSWERING_WAIT_MS = 100
 # Records a fetch must bring at once before the fetcher lingers for more: fewer is not load.
