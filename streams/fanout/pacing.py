@@ -31,8 +31,8 @@ _HOLDING_CLUSTERS = ("tansu",)
 # wait then doubles (see FetchWait.when_behind). 1 ms was half a millisecond faster at 100 clients x
 # 100 msg/s (p50 2.5-2.8 ms against 3.0-3.5 in five runs each), but catch-ups read with the same wait,
 # and twenty of them at 1 ms on a partition written one record at a time left tansu answering no
-# fetch of the topic at all, the hub's included (tests/streams/fanout/test_fanout.py, 3 runs in 6;
-# at 2 ms none in 6; see docs/benchmarks.md).
+# fetch of the topic at all, the hub's included (tests/streams/fanout/test_fanout.py, 5 runs in 14;
+# at 2 ms none in 8; see docs/benchmarks.md).
 HOLDING_WAIT_MS = 2
 # ... and for one that answers as soon as a record arrives.
 ANSWERING_WAIT_MS = 100
