@@ -14,17 +14,17 @@ Nothing of Sluice runs: this is what the broker costs beside it.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
+from bench.lib.processes import bare_consumer
+from bench.lib.procstats import proc_cpu_seconds
 from streams.server.broker import EmbeddedBroker, topic_ensure
 
 PARTITIONS = 3
@@ -32,23 +32,8 @@ WINDOW_SECONDS = 5.0
 PAYLOAD = b"x" * 200
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def consume(bootstrap: str, topic: str, wait_ms: int, stop: threading.Event, counted: list[int]) -> None:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": uuid.uuid4().hex,
-            "fetch.wait.max.ms": wait_ms,
-            "enable.partition.eof": False,
-            "log_level": 0,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    consumer = bare_consumer(bootstrap, topic, PARTITIONS, wait_ms, start=0)
     while not stop.is_set():
         counted[0] += len(consumer.consume(1000, 0.1))
     consumer.close()
@@ -69,7 +54,7 @@ def measure(wait_ms: int, rate: int, seconds: float, linger_ms: float) -> tuple[
         producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": linger_ms, "log_level": 0})
         time.sleep(1.0)  # the consumer's start
         started = time.monotonic()
-        window_cpu, window_start = cpu_seconds(broker.process.pid), started
+        window_cpu, window_start = proc_cpu_seconds(broker.process.pid), started
         windows: list[float] = []
         produced = 0
         while (now := time.monotonic()) - started < seconds:
@@ -80,7 +65,7 @@ def measure(wait_ms: int, rate: int, seconds: float, linger_ms: float) -> tuple[
             producer.poll(0)
             time.sleep(0.001)
             if now - window_start >= WINDOW_SECONDS:
-                used = cpu_seconds(broker.process.pid)
+                used = proc_cpu_seconds(broker.process.pid)
                 windows.append(100 * (used - window_cpu) / (now - window_start))
                 window_cpu, window_start = used, now
         producer.flush()

@@ -12,27 +12,18 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
+from bench.lib.processes import bare_consumer
 from streams.server.broker import EmbeddedBroker, topic_ensure
 
 
 def measure(bootstrap: str, topic: str, wait_ms: int, seconds: float = 8.0) -> list[float]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": uuid.uuid4().hex,
-            "fetch.wait.max.ms": wait_ms,
-            "enable.partition.eof": False,
-            "log_level": 0,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, -1) for p in range(3)])
+    consumer = bare_consumer(bootstrap, topic, 3, wait_ms, start=-1)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "log_level": 0})
     stop = time.time() + seconds
 

@@ -128,6 +128,23 @@ def producer_main(
     )
 
 
+def bare_consumer(bootstrap: str, topic: str, partitions: int, wait_ms: int, start: int) -> Any:
+    """A plain confluent-kafka consumer of ``topic``'s partitions from ``start`` (-1: the end); joins no group."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": uuid.uuid4().hex,
+            "fetch.wait.max.ms": wait_ms,
+            "enable.partition.eof": False,
+            "log_level": 0,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, start) for p in range(partitions)])
+    return consumer
+
+
 def probe_main(conn: Any, bootstrap: str, topic: str, partitions: int, count: int) -> None:
     """A bare Kafka consumer with the gateway's fetch settings: the latency of the broker path alone."""
     from confluent_kafka import Consumer, TopicPartition
