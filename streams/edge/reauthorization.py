@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from streams.core.sse import event_body
+from streams.fanout.cutoffs import Cutoff, loop_cutoffs
 
 logger = logging.getLogger("sluice.streams")
 
@@ -51,7 +52,7 @@ class StreamDeadline:
         self.challenge = challenge
         self.expires = expires
         self._actions: tuple[Callable[[], None], Callable[[], None]] | None = None
-        self._timers: list[asyncio.TimerHandle] = []
+        self._timers: list[asyncio.TimerHandle | Cutoff] = []
 
     def start(self, *, on_challenge: Callable[[], None], on_expire: Callable[[], None]) -> None:
         """Arm the timers once the stream is live; an extension that came earlier is already in ``expires``."""
@@ -69,7 +70,9 @@ class StreamDeadline:
         now = time.time()
         if self.challenge > 0:
             self._timers.append(loop.call_later(max(0.0, expires - self.challenge - now), on_challenge))
-        self._timers.append(loop.call_later(max(0.0, expires - now), on_expire))
+        # Not a plain timer: the end must come before anything delivered after ``exp``,
+        # even when the loop runs late (see streams.fanout.cutoffs).
+        self._timers.append(loop_cutoffs().at(expires, on_expire))
 
     def extend(self, roles: frozenset[str], expires: float) -> bool:
         """Move the deadline to ``expires`` if a token granting ``roles`` may keep this stream open."""

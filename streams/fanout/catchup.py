@@ -154,6 +154,9 @@ class CatchUp:
     def deliver(self, chunk: list[list[Record]]) -> None:
         """Write catch-up records to the stream, each with its own progress id."""
         hub, sub = self.hub, self.sub
+        hub.cutoffs.run_due()  # a token that expired by now ends the stream before this chunk
+        if sub.is_closed:
+            return
         positions = sub.positions
         assert positions is not None
         frames: list[bytes] = []
@@ -229,6 +232,9 @@ class CatchUp:
                 frames.append(frame)
                 pending += len(frame)
                 if len(frames) >= CHUNK_RECORDS or pending >= self.budget:
+                    hub.cutoffs.run_due()
+                    if sub.is_closed:
+                        return
                     if not sub.sink.write(b"".join(frames)):
                         hub.cut(sub)
                         return
@@ -240,6 +246,9 @@ class CatchUp:
         sub.sent_progress = progress_encode(positions)
         events = len(frames)
         frames.append(checkpoint_frame(sub.sent_progress))
+        hub.cutoffs.run_due()
+        if sub.is_closed:
+            return
         if not sub.sink.write(b"".join(frames)):
             hub.cut(sub)
         else:

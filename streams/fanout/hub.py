@@ -24,6 +24,7 @@ from streams.core.sse import HEARTBEAT, checkpoint_frame, preamble
 from streams.fanout.cache import CacheLimits, PartitionCache, TopicCache
 from streams.fanout.catchup import CatchUp
 from streams.fanout.counts import RouteTally
+from streams.fanout.cutoffs import loop_cutoffs
 from streams.fanout.ingest import batch_fan_out
 from streams.fanout.kafka import KafkaAccess, LiveFetcher, PartitionEnd, RecordMake
 from streams.fanout.liveset import LiveSet
@@ -94,6 +95,8 @@ class TopicHub:
         self.ready = asyncio.Event()
         self.ended: set[int] = set()
         self._loop = asyncio.get_running_loop()
+        # Ends due by wall-clock time (a token's exp), run before each batch is written.
+        self.cutoffs = loop_cutoffs()
         self._in_flight = threading.Semaphore(4)
         # The last batch handed to the loop, while the loop has not taken it yet (see _from_thread).
         self._waiting: list[Record | PartitionEnd] | None = None
@@ -194,6 +197,7 @@ class TopicHub:
             if self._waiting is batch:
                 self._waiting = None
         self._in_flight.release()
+        self.cutoffs.run_due()  # streams whose token expired end before this batch, however late the loop runs
         batch_fan_out(self, batch)
         self.advanced.set()
         self.advanced = asyncio.Event()

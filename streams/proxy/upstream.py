@@ -25,6 +25,7 @@ from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # not re-exported; t
 
 from streams.core.schemas import SchemaCheck
 from streams.core.sse import HEARTBEAT, block_frame, checkpoint_frame, preamble
+from streams.fanout.cutoffs import loop_cutoffs
 from streams.fanout.sinks import Sink
 
 logger = logging.getLogger("sluice.proxy")
@@ -172,6 +173,7 @@ class Upstream:
         self.delivered = 0
         self.reconnects = 0
         self.subscribers: dict[ProxySubscriber, None] = {}
+        self.cutoffs = loop_cutoffs()
         self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
@@ -304,6 +306,7 @@ class Upstream:
         return float(min(max(base, 0.05) * 2 ** (failures - 1), max(base, MAX_BACKOFF_SECONDS)))
 
     def _deliver(self, event: UpstreamEvent) -> None:
+        self.cutoffs.run_due()  # streams whose token expired by now end before this event
         if event.id is not None:
             self.last_id = event.id
         if event.retry is not None:
