@@ -25,7 +25,7 @@ class StreamsSettings:
     # batch (bounds the latency it adds; larger batches mean fewer writes per client). A fetch
     # that brings one record or a few is sent at once.
     FETCH_LINGER_MS: float = 5.0
-    # fetch.wait.max.ms of the live fetchers; 0 fits it to the broker (2 ms for brokers that hold a
+    # fetch.wait.max.ms of the live fetchers; 0 fits it to the broker (1 ms for brokers that hold a
     # waiting fetch to its end, like the embedded tansu; 100 ms for Kafka, which answers at once).
     FETCH_WAIT_MS: float = 0.0
     # How often each topic is asked whether it gained partitions (new ones are read from their start).

@@ -47,8 +47,9 @@ class BacklogReader:
                 # has none (going forward, the filter below drops them).
                 self.close()
             if self._consumer is None:
-                # The data is there: a broker that holds fetches must not hold these long.
-                wait = self._access.fetch_wait_ms
+                # The data is there, and any broker answers at once: the wait paces the fetches
+                # librdkafka goes on sending once this reader is at the log's end.
+                wait = self._access.backlog_wait_ms
                 self._consumer = Consumer(consumer_config(self._access.client, **{"fetch.wait.max.ms": wait}))
             self._consumer.assign(
                 [TopicPartition(self.topic, p, o if o >= 0 else OFFSET_BEGINNING) for p, o in positions.items()]

@@ -22,7 +22,7 @@ from streams.core.clusters import client_settings
 from streams.core.formats.registry import RegistryUnavailable
 from streams.core.records import Record
 from streams.fanout.diagnosis import ClusterDiagnosis
-from streams.fanout.pacing import FetchWait, Linger, fetch_wait_ms
+from streams.fanout.pacing import FetchWait, Linger, backlog_wait_ms, fetch_wait_ms
 
 logger = logging.getLogger("sluice.kafka")
 
@@ -124,6 +124,11 @@ class KafkaAccess:
     def fetch_wait_ms(self) -> int:
         """``fetch.wait.max.ms`` of the live fetchers: as configured, else fitted to the broker."""
         return fetch_wait_ms(self.fetch_wait_configured, self.cluster_id)
+
+    @property
+    def backlog_wait_ms(self) -> int:
+        """``fetch.wait.max.ms`` of catch-up reads (see :func:`streams.fanout.pacing.backlog_wait_ms`)."""
+        return backlog_wait_ms(self.fetch_wait_ms, self.cluster_id)
 
     @property
     def bootstrap(self) -> str:

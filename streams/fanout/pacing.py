@@ -26,14 +26,17 @@ from __future__ import annotations
 # Cluster ids of brokers that hold a waiting fetch to its end although records arrived.
 _HOLDING_CLUSTERS = ("tansu",)
 # fetch.wait.max.ms for a broker that holds fetches (a record waits about half of it), to start
-# with: 2 ms. A broker that cannot keep up with fetches that short (tansu with a log of millions of
+# with: 1 ms. A broker that cannot keep up with fetches that short (tansu with a log of millions of
 # records) leaves the fetch behind the log's end while its fetches bring little: the topic's short
-# wait then doubles (see FetchWait.when_behind). 1 ms was half a millisecond faster at 100 clients x
-# 100 msg/s (p50 2.5-2.8 ms against 3.0-3.5 in five runs each), but catch-ups read with the same wait,
-# and twenty of them at 1 ms on a partition written one record at a time left tansu answering no
-# fetch of the topic at all, the hub's included (tests/streams/fanout/test_fanout.py, 5 runs in 14;
-# at 2 ms none in 8; see docs/benchmarks.md).
-HOLDING_WAIT_MS = 2
+# wait then doubles (see FetchWait.when_behind). 1 ms is half a millisecond faster than 2 at 100
+# clients x 100 msg/s (p50 2.5-2.8 ms against 3.0-3.5 in five runs each; see docs/benchmarks.md).
+HOLDING_WAIT_MS = 1
+# fetch.wait.max.ms of catch-up reads on a broker that holds fetches. They read what is already in
+# the log, which any broker answers at once; the wait only paces the fetches librdkafka keeps
+# sending once a reader has reached the log's end. At 1 ms, twenty catch-ups on a partition written
+# one record at a time left tansu answering no fetch of the topic at all, the hub's included
+# (tests/streams/fanout/test_fanout.py timed out in 5 runs of 14).
+HOLDING_BACKLOG_WAIT_MS = 10
 # ... and for one that answers as soon as a record arrives.
 ANSWERING_WAIT_MS = 100
 # Records a fetch must bring at once before the fetcher lingers for more: fewer is not load.
@@ -66,6 +69,11 @@ def fetch_wait_ms(configured: float | None, cluster_id: str | None) -> int:
     if configured:
         return max(1, round(configured))
     return HOLDING_WAIT_MS if broker_holds_fetches(cluster_id) else ANSWERING_WAIT_MS
+
+
+def backlog_wait_ms(live_ms: int, cluster_id: str | None) -> int:
+    """``fetch.wait.max.ms`` of catch-up reads: never shorter than the live fetch's, longer where brokers hold."""
+    return max(live_ms, HOLDING_BACKLOG_WAIT_MS) if broker_holds_fetches(cluster_id) else live_ms
 
 
 class Linger:

@@ -304,6 +304,30 @@ def test_fetch_wait_is_fitted_to_the_broker() -> None:
     assert fetch_wait_ms(7, "tansu_cluster") == 7  # told: the setting wins
 
 
+def test_catch_up_reads_do_not_spin_on_a_broker_that_holds_fetches() -> None:
+    from streams.fanout.pacing import HOLDING_BACKLOG_WAIT_MS, HOLDING_WAIT_MS, backlog_wait_ms
+
+    assert HOLDING_WAIT_MS < HOLDING_BACKLOG_WAIT_MS
+    assert backlog_wait_ms(HOLDING_WAIT_MS, "tansu_cluster") == HOLDING_BACKLOG_WAIT_MS
+    assert backlog_wait_ms(50, "tansu_cluster") == 50  # never shorter than the live fetch's
+    assert backlog_wait_ms(100, "lkc-abc123") == 100  # Kafka answers at once: the live wait
+
+
+async def test_backlog_reader_uses_the_catch_up_wait(consumers: list[FakeConsumer]) -> None:
+    from streams.fanout.pacing import HOLDING_BACKLOG_WAIT_MS
+
+    access = KafkaAccess("k:9092", timeout=1.0)
+    try:
+        access.cluster_id = "tansu_cluster"
+        consumers_made = len(consumers)
+        reader = BacklogReader(access, "scores")
+        assert reader.read({0: (0, 0)}, 10, 1000) == ([], {0: 0})  # an empty range: nothing to read
+        assert consumers[consumers_made].config["fetch.wait.max.ms"] == HOLDING_BACKLOG_WAIT_MS
+        reader.close()
+    finally:
+        access.close()
+
+
 async def test_live_fetcher_fetch_wait_follows_the_cluster(consumers: list[FakeConsumer]) -> None:
     from streams.fanout.pacing import HOLDING_WAIT_MS
 
