@@ -45,6 +45,21 @@ async def test_the_timer_ends_what_nothing_is_written_to() -> None:
     assert len(cutoffs) == 0
 
 
+async def test_cancelled_ends_do_not_pile_up() -> None:
+    now = [time.time()]
+    cutoffs = Cutoffs(asyncio.get_running_loop(), clock=lambda: now[0])
+    ran: list[int] = []
+    # Long-lived tokens: each entry would wait an hour in the heap.
+    ends = [cutoffs.at(now[0] + 3600 + n, lambda n=n: ran.append(n)) for n in range(1000)]
+    for end in ends[:900]:  # streams that closed, or tokens that were extended
+        end.cancel()
+    assert len(cutoffs) < 1000 // 2
+    now[0] += 7200
+    cutoffs.run_due()
+    assert ran == list(range(900, 1000))
+    assert len(cutoffs) == 0
+
+
 async def test_one_heap_per_loop() -> None:
     assert loop_cutoffs() is loop_cutoffs()
 
