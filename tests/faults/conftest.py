@@ -69,6 +69,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         write(
             f"{r.name:<44} {r.clients:>7} {r.produced:>8} {v.messages:>9} {v.lost:>5} {v.duplicated:>4}"
             f" {v.out_of_order:>5} {r.max_recovery:>11.2f}s  {r.notes}"
+            + (f"; records the producer wrote twice, each delivered once: {v.written_twice}" if v.written_twice else "")
         )
     write(
         f"{len(RESULTS)} scenarios, {sum(r.verdict.messages for r in RESULTS)} messages checked, "

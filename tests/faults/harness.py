@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
+from streams.core.ids import progress_decode
 from tests.support.polling import condition_wait_async
 
 PARTITIONS = 3
@@ -118,6 +119,8 @@ class ResumingClient:
         self.read_delay = read_delay  # seconds to wait between 1 KB reads (a slow reader); 0 = as fast as it can
         self.last_id: str | None = None
         self.received: list[int] = []
+        # Per event received, the record of the log it came from (None: its id says no offset).
+        self.records: list[tuple[int, int] | None] = []
         self.latencies: list[tuple[float, float]] = []  # (receipt wall time, latency seconds)
         self.stats = ClientStats()
         self.stopping = False
@@ -232,26 +235,49 @@ class ResumingClient:
         if data:
             message = json.loads(b"\n".join(data))
             self.received.append(message["seq"])
+            self.records.append(record_of(self.last_id, message["seq"] % PARTITIONS))
             now = time.time()
             self.latencies.append((now, now - message["ts"] / 1e9))
+
+
+def record_of(event_id: str | None, partition: int) -> tuple[int, int] | None:
+    """The (partition, offset) of the record an event carries, from its progress id (None: another id form)."""
+    if event_id is None:
+        return None
+    try:
+        positions = progress_decode(event_id)
+    except ValueError:  # not a progress token
+        return None
+    return (partition, positions[partition] - 1) if partition in positions else None
 
 
 @dataclass
 class Verdict:
     messages: int  # events checked over every client
     lost: int
-    duplicated: int
+    duplicated: int  # a record of the log delivered to a client more than once
     out_of_order: int
+    # Records the producer wrote to the log twice (a retry after a connection dropped with its
+    # request applied but unanswered): each copy is a record of its own, delivered once.
+    written_twice: int = 0
 
 
 def ledger_check(clients: list[ResumingClient], producer: LedgerProducer) -> Verdict:
     """Hold each client's events against the ledger for its filter."""
     expectations = {group: producer.expected(group) for group in (None, *GROUPS)}
-    lost = duplicated = out_of_order = messages = 0
+    lost = duplicated = out_of_order = messages = written_twice = 0
     for client in clients:
         expected = expectations[client.group]
         messages += len(client.received)
-        duplicated += len(client.received) - len(set(client.received))
+        repeated_seqs = len(client.received) - len(set(client.received))
+        records = client.records
+        if all(record is not None for record in records):
+            # A seq seen twice is Sluice's repeat only if it came from the same record of the log.
+            repeated = len(records) - len(set(records))
+            duplicated += repeated
+            written_twice += repeated_seqs - repeated
+        else:
+            duplicated += repeated_seqs
         got = set(client.received)
         lost += sum(1 for seqs in expected.values() for seq in seqs if seq not in got)
         for partition, seqs in expected.items():
@@ -264,7 +290,7 @@ def ledger_check(clients: list[ResumingClient], producer: LedgerProducer) -> Ver
                     seen.append(seq)
             if seen != [s for s in seqs if s in firsts]:
                 out_of_order += 1
-    return Verdict(messages, lost, duplicated, out_of_order)
+    return Verdict(messages, lost, duplicated, out_of_order, written_twice)
 
 
 async def clients_start(
