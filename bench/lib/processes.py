@@ -138,6 +138,7 @@ def bare_consumer(bootstrap: str, topic: str, partitions: int, wait_ms: int, sta
             "group.id": uuid.uuid4().hex,
             "fetch.wait.max.ms": wait_ms,
             "enable.partition.eof": False,
+            "enable.auto.commit": False,  # assigned, never committed: the broker sees fetches only
             "log_level": 0,
         }
     )
@@ -147,20 +148,10 @@ def bare_consumer(bootstrap: str, topic: str, partitions: int, wait_ms: int, sta
 
 def probe_main(conn: Any, bootstrap: str, topic: str, partitions: int, count: int) -> None:
     """A bare Kafka consumer with the gateway's fetch settings: the latency of the broker path alone."""
-    from confluent_kafka import Consumer, TopicPartition
-
     from streams.fanout.pacing import HOLDING_WAIT_MS
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-probe-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": HOLDING_WAIT_MS,  # the gateway's fetch wait on the embedded broker
-            "log_level": 0,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    # The gateway's fetch wait on the embedded broker.
+    consumer = bare_consumer(bootstrap, topic, partitions, HOLDING_WAIT_MS, start=0)
     latencies: list[int] = []
     conn.send("ready")
     cpu0 = self_cpu_seconds()

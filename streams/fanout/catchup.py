@@ -151,11 +151,19 @@ class CatchUp:
         async with hub.access.backlog_slots:
             return await hub.blocking(reader.read, ranges, CHUNK_RECORDS, max_bytes)
 
+    def ended_by_now(self) -> bool:
+        """Whether the stream is over, once the ends due by now have run.
+
+        A token that expired ends the stream before its next write, however late the loop runs
+        (:mod:`streams.fanout.cutoffs`).
+        """
+        self.hub.cutoffs.run_due()
+        return self.sub.is_closed
+
     def deliver(self, chunk: list[list[Record]]) -> None:
         """Write catch-up records to the stream, each with its own progress id."""
         hub, sub = self.hub, self.sub
-        hub.cutoffs.run_due()  # a token that expired by now ends the stream before this chunk
-        if sub.is_closed:
+        if self.ended_by_now():
             return
         positions = sub.positions
         assert positions is not None
@@ -232,8 +240,7 @@ class CatchUp:
                 frames.append(frame)
                 pending += len(frame)
                 if len(frames) >= CHUNK_RECORDS or pending >= self.budget:
-                    hub.cutoffs.run_due()
-                    if sub.is_closed:
+                    if self.ended_by_now():
                         return
                     if not sub.sink.write(b"".join(frames)):
                         hub.cut(sub)
@@ -246,8 +253,7 @@ class CatchUp:
         sub.sent_progress = progress_encode(positions)
         events = len(frames)
         frames.append(checkpoint_frame(sub.sent_progress))
-        hub.cutoffs.run_due()
-        if sub.is_closed:
+        if self.ended_by_now():
             return
         if not sub.sink.write(b"".join(frames)):
             hub.cut(sub)

@@ -26,10 +26,9 @@ COMPACT_AFTER = 64
 class Cutoff:
     """One end, cancellable until it runs."""
 
-    __slots__ = ("action", "owner", "when")
+    __slots__ = ("action", "owner")
 
-    def __init__(self, when: float, action: Callable[[], object], owner: Cutoffs) -> None:
-        self.when = when
+    def __init__(self, action: Callable[[], object], owner: Cutoffs) -> None:
         self.action: Callable[[], object] | None = action
         self.owner = owner
 
@@ -60,7 +59,7 @@ class Cutoffs:
 
     def at(self, when: float, action: Callable[[], object]) -> Cutoff:
         """Run ``action`` at ``when``, or before the first delivery after it, whichever comes first."""
-        cutoff = Cutoff(when, action, self)
+        cutoff = Cutoff(action, self)
         heapq.heappush(self._heap, (when, next(self._order), cutoff))
         if when < self._timer_when:
             self._arm()
