@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("project", "demo", "pipeline", "streams", "guards", "common")
+PACKAGES = ("bench", "project", "demo", "pipeline", "streams", "guards", "common")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -45,6 +45,7 @@ def tree_copy(tmp_path: Path) -> Path:
         ("streams/edge/violation.py", "from streams.server import flow\n", "streams/ layers import downward"),
         ("guards/violation.py", "import streams.models\n", "Apps import downward"),
         ("common/violation.py", "from project import urls\n", "Apps import downward"),
+        ("streams/core/violation.py", "from bench.lib.paths import ROOT\n", "bench/ stands on top"),
     ],
 )
 def test_a_violation_breaks_its_contract(tree_copy: Path, module: str, source: str, contract: str) -> None:
