@@ -33,22 +33,27 @@ from bench.lib.servers import SluiceServer
 from streams.server.broker import EmbeddedBroker
 
 SITECUSTOMIZE = r"""
-import json, os, re, signal, time
-from streams.fanout import hub as _hub
+import json, os, re, signal, sys, time
+from streams.fanout import ingest as _ingest, kafka as _kafka
 from streams.core.records import Record as _Record
 
 _TS = re.compile(rb'"ts":(\d+)')
 _handed = {}
 _notes = []
-_from_thread, _ingest = _hub.TopicHub._from_thread, _hub.TopicHub._ingest
+_fan_out, _Fetcher = _ingest.batch_fan_out, _kafka.LiveFetcher
 
-def _from_thread_noted(self, batch):
-    _handed[id(batch)] = time.time_ns()
-    _from_thread(self, batch)
+# The topic's fetch thread, noting when it hands each batch over to the hub.
+class _NotedFetcher(_Fetcher):
+    def __init__(self, access, topic, start, deliver, *args, **kwargs):
+        def deliver_noted(batch):
+            _handed[id(batch)] = time.time_ns()
+            deliver(batch)
 
-def _ingest_noted(self, batch):
+        super().__init__(access, topic, start, deliver_noted, *args, **kwargs)
+
+def _fan_out_noted(hub, batch):
     started = time.time_ns()
-    _ingest(self, batch)
+    _fan_out(hub, batch)
     written = time.time_ns()
     handed = _handed.pop(id(batch), started)
     for record in batch:
@@ -57,7 +62,9 @@ def _ingest_noted(self, batch):
             if found:
                 _notes.append((int(found.group(1)), handed, started, written, len(batch)))
 
-_hub.TopicHub._from_thread, _hub.TopicHub._ingest = _from_thread_noted, _ingest_noted
+# The hub takes both by name when it is imported, so they are replaced before anything imports it.
+assert "streams.fanout.hub" not in sys.modules
+_kafka.LiveFetcher, _ingest.batch_fan_out = _NotedFetcher, _fan_out_noted
 
 import gc
 _pauses = []
