@@ -8,7 +8,7 @@ from django.db import models
 
 from streams.core.clusters import DEFAULT_CLUSTER, ClusterSpec
 from streams.core.formats.spec import FORMATS, REGISTRY_FORMATS, TEXT, FormatError, RecordFormats
-from streams.models import KAFKA_TOPIC_NAME, _no_control, validate_cluster_properties, validate_registry
+from streams.models.validators import KAFKA_TOPIC_NAME, no_control, validate_cluster_properties, validate_registry
 
 _FORMAT_CHOICES = list(FORMATS.items())
 _REGISTRY_HELP = (
@@ -64,7 +64,7 @@ class Cluster(models.Model):
     description = models.CharField(max_length=200, blank=True)
     bootstrap_servers = models.CharField(
         max_length=500,
-        validators=[_no_control],
+        validators=[no_control],
         help_text="host:port[,host:port...]; ${env.NAME} is read from the environment when Sluice connects.",
     )
     properties = models.JSONField(

@@ -8,15 +8,15 @@ from django.db import models
 
 from streams.core.patterns import PatternError, pattern_compile
 from streams.core.templating import TemplateError, template_compile
-from streams.models import (
-    _no_control,
+from streams.models.kafka import Schema
+from streams.models.validators import (
+    no_control,
     reserved_endpoints,
     validate_path_not_reserved,
     validate_path_pattern,
     validate_template,
     validate_upstream_url,
 )
-from streams.models.kafka import Schema
 
 
 class Route(models.Model):
@@ -177,7 +177,7 @@ class RouteFilter(models.Model):
     key = models.CharField(
         max_length=300,
         blank=True,
-        validators=[validate_template, _no_control],
+        validators=[validate_template, no_control],
         help_text="Message key (template), e.g. ${params.match}. Blank: any key.",
     )
     headers = models.JSONField(
