@@ -79,7 +79,7 @@ class RouteSerializer(ServiceSerializer):
     def upsert(self, fields: dict[str, Any]) -> Route:
         filters = fields.pop("filters", None)
         return services.route_upsert(
-            filters=[dict(f) for f in filters] if filters is not None else None,
+            filters=[services.RouteFilterSpec(**f) for f in filters] if filters is not None else None,
             **fields,
         )
 

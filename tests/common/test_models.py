@@ -11,10 +11,13 @@ from common.config.section import SECTIONS
 from common.models import Named, fields_editable, fields_read_only
 from guards.api import GuardSerializer
 from guards.models import Guard
+from guards.services import GuardFields
 from pipeline.api import PipelineSerializer
 from pipeline.models import Pipeline
+from pipeline.services import PipelineFields
 from streams.api import ClusterSerializer, RouteSerializer, SchemaSerializer, TopicSerializer
 from streams.models import Cluster, Route, Schema, Topic
+from streams.services import ClusterFields, RouteFields, SchemaFields, TopicFields
 
 NAMED = [Cluster, Schema, Topic, Guard, Pipeline]
 
@@ -47,3 +50,18 @@ def test_the_admin_shows_every_column(model: type[models.Model]) -> None:
     fieldsets = admin.site._registry[model].fieldsets or []
     shown = {name for _, options in fieldsets for name in options["fields"]}
     assert set(fields_editable(model)) <= shown
+
+
+@pytest.mark.parametrize(
+    ("fields", "model", "key"),
+    [
+        (ClusterFields, Cluster, "name"),
+        (SchemaFields, Schema, "name"),
+        (TopicFields, Topic, "name"),
+        (RouteFields, Route, "path"),
+        (GuardFields, Guard, "name"),
+        (PipelineFields, Pipeline, "name"),
+    ],
+)
+def test_a_service_takes_every_column(fields: type, model: type[models.Model], key: str) -> None:
+    assert set(fields.__annotations__) == set(fields_editable(model, exclude=[key]))
