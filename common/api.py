@@ -7,6 +7,7 @@ path as the admin and ``applyconfig``), so a serializer only maps fields and err
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from django.core.exceptions import NON_FIELD_ERRORS
@@ -16,6 +17,21 @@ from django.db.models import ProtectedError
 from rest_framework import exceptions, serializers, status, viewsets
 from rest_framework_simplejwt.serializers import TokenObtainPairSerializer
 from rest_framework_simplejwt.views import TokenObtainPairView
+
+from common.models import fields_editable, fields_read_only
+
+
+def api_fields(
+    model: type[models.Model], *, key: str = "name", after: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
+    """A model's columns as the API shows them: the editable ones (``key`` first), then the read-only ones.
+
+    ``after`` places a serializer field that is not a column (a nested list, say) after the column it names.
+    """
+    names: list[str] = []
+    for name in (*fields_editable(model, first=key), *fields_read_only(model)):
+        names += [name, after[name]] if after and name in after else [name]
+    return tuple(names)
 
 
 def validation_detail(error: DjangoValidationError) -> dict[str, Any]:

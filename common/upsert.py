@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from django.db import models
@@ -9,7 +10,7 @@ from django.db import models
 M = TypeVar("M", bound=models.Model)
 
 
-def model_upsert(model: type[M], lookup: dict[str, Any], fields: dict[str, Any]) -> M:
+def model_upsert(model: type[M], lookup: Mapping[str, Any], fields: Mapping[str, object]) -> M:
     """Find the row matching ``lookup`` (or start a new one), set ``fields``, validate like the admin form, save."""
     instance = model._default_manager.filter(**lookup).first() or model(**lookup)
     for field, value in fields.items():

@@ -6,7 +6,8 @@ from typing import Any
 
 from rest_framework.routers import DefaultRouter
 
-from common.api import ConfigViewSet, ServiceSerializer
+from common.api import ConfigViewSet, ServiceSerializer, api_fields
+from common.models import fields_read_only
 
 from . import services
 from .models import Guard
@@ -15,28 +16,8 @@ from .models import Guard
 class GuardSerializer(ServiceSerializer):
     class Meta:
         model = Guard
-        fields = [
-            "name",
-            "description",
-            "issuer",
-            "audience",
-            "algorithms",
-            "keys",
-            "jwks_url",
-            "secret",
-            "roles_claim",
-            "identity_claim",
-            "attributes",
-            "challenge",
-            "leeway",
-            "header_name",
-            "header_template",
-            "query_param",
-            "cookie_name",
-            "created",
-            "updated",
-        ]
-        read_only_fields = ["created", "updated"]
+        fields = api_fields(Guard)
+        read_only_fields = fields_read_only(Guard)
         extra_kwargs = {"secret": {"write_only": True}}
 
     def upsert(self, fields: dict[str, Any]) -> Guard:

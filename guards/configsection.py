@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.config.section import FieldSpec, ModelSection
+from common.config.section import ModelSection
 
 from .models import Guard
 from .services import guard_upsert
@@ -16,25 +16,13 @@ class GuardSection(ModelSection):
     key = "name"
     order = 10
     model = Guard
-    fields = (
-        FieldSpec("name", "name", (str,)),
-        FieldSpec("description", "description", (str,)),
-        FieldSpec("issuer", "issuer", (str,)),
-        FieldSpec("audience", "audience", (str,)),
-        FieldSpec("algorithms", "algorithms", (list,)),
-        FieldSpec("keys", "keys", (list, dict)),
-        FieldSpec("jwks_url", "jwks_url", (str,)),
-        FieldSpec("secret", "secret", (str,)),
-        FieldSpec("roles_claim", "roles_claim", (str,)),
-        FieldSpec("identity_claim", "identity_claim", (str,)),
-        FieldSpec("attributes", "attributes", (dict,)),
-        FieldSpec("challenge", "challenge", (int,)),
-        FieldSpec("leeway", "leeway", (int,)),
-        FieldSpec("credentials.header", "header_template", (str,)),
-        FieldSpec("credentials.header_name", "header_name", (str,)),
-        FieldSpec("credentials.query", "query_param", (str,)),
-        FieldSpec("credentials.cookie", "cookie_name", (str,)),
-    )
+    renames = {
+        "header_template": "credentials.header",
+        "header_name": "credentials.header_name",
+        "query_param": "credentials.query",
+        "cookie_name": "credentials.cookie",
+    }
+    json_types = {"keys": (list, dict)}
     _credentials = ("credentials.header", "credentials.query", "credentials.cookie")
 
     def upsert(self, key: str, values: dict[str, Any]) -> None:

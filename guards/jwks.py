@@ -10,6 +10,7 @@ refresh fails the last good keys stay in use. No Django here.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -136,15 +137,10 @@ class JwksCache:
         logger.info("jwks %s: %d keys (%s)", url, len(keys), ", ".join(key.kid for key in keys))
 
 
-_cache: JwksCache | None = None
-
-
+@functools.cache
 def jwks_cache() -> JwksCache:
-    """This process's cache."""
-    global _cache
-    if _cache is None:
-        _cache = JwksCache()
-    return _cache
+    """This process's cache, made on first use (``jwks_cache.cache_clear()`` starts a new one)."""
+    return JwksCache()
 
 
 def token_kid(token: str) -> str | None:

@@ -6,6 +6,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
+from common.models import Named
+
 from .policy import GuardPolicy, PolicyError, policy_compile
 
 GUARD_NAME = RegexValidator(
@@ -19,7 +21,7 @@ def _default_algorithms() -> list[str]:
     return ["RS256"]
 
 
-class Guard(models.Model):
+class Guard(Named):
     """Who may open a guarded route: issuer, audience, keys, and where roles and identity live in the token."""
 
     name = models.CharField(max_length=100, unique=True, validators=[GUARD_NAME])
@@ -55,15 +57,6 @@ class Guard(models.Model):
         max_length=100, blank=True, validators=[PARAMETER_NAME], help_text="e.g. access_token; blank: none."
     )
     cookie_name = models.CharField(max_length=100, blank=True, validators=[PARAMETER_NAME], help_text="Blank: none.")
-    description = models.CharField(max_length=200, blank=True)
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
     def clean(self) -> None:
         super().clean()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db import transaction
+from typing_extensions import Unpack
 
 from common.upsert import model_upsert
 
@@ -12,8 +13,29 @@ from .issuer import DEV_ALGORITHM, DEV_AUDIENCE, DEV_GUARD, DEV_ISSUER, IssuerKe
 from .models import Guard
 
 
+class GuardFields(TypedDict, total=False):
+    """The columns of a guard an upsert sets (a column left out keeps its value, or its default on a new row)."""
+
+    description: str
+    issuer: str
+    audience: str
+    algorithms: list[str]
+    keys: list[dict[str, Any]]
+    jwks_url: str
+    secret: str
+    roles_claim: str
+    identity_claim: str
+    attributes: dict[str, str]
+    challenge: int
+    leeway: int
+    header_name: str
+    header_template: str
+    query_param: str
+    cookie_name: str
+
+
 @transaction.atomic
-def guard_upsert(*, name: str, **fields: Any) -> Guard:
+def guard_upsert(*, name: str, **fields: Unpack[GuardFields]) -> Guard:
     """Create or update the guard called ``name`` (validated like the admin form)."""
     return model_upsert(Guard, {"name": name}, fields)
 

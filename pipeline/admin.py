@@ -7,7 +7,10 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from .models import Pipeline, PipelineRun
+from .models import PIPELINE_RUN_FIELDS, Pipeline, PipelineRun
+
+# A run's columns but its error, too long for a row (the API shows it).
+_COLUMNS = tuple(name for name in PIPELINE_RUN_FIELDS if name != "error")
 
 
 class PipelineRunInline(admin.TabularInline):
@@ -16,28 +19,8 @@ class PipelineRunInline(admin.TabularInline):
     max_num = 0
     can_delete = False
     ordering = ["-started", "-id"]
-    fields = [
-        "started",
-        "finished",
-        "status",
-        "once",
-        "batches",
-        "records_in",
-        "records_valid",
-        "records_invalid",
-        "offset_resets",
-    ]
-    readonly_fields = [
-        "started",
-        "finished",
-        "status",
-        "once",
-        "batches",
-        "records_in",
-        "records_valid",
-        "records_invalid",
-        "offset_resets",
-    ]
+    fields = _COLUMNS
+    readonly_fields = _COLUMNS
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

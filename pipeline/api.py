@@ -8,11 +8,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.routers import DefaultRouter
 
-from common.api import ConfigViewSet, ServiceSerializer
+from common.api import ConfigViewSet, ServiceSerializer, api_fields
+from common.models import fields_read_only
 from streams.models import Schema
 
 from . import services
-from .models import Pipeline, PipelineRun
+from .models import PIPELINE_RUN_FIELDS, Pipeline, PipelineRun
 
 # How many of a pipeline's runs its detail shows, newest first.
 RECENT_RUNS = 10
@@ -21,19 +22,7 @@ RECENT_RUNS = 10
 class PipelineRunSerializer(serializers.ModelSerializer):
     class Meta:
         model = PipelineRun
-        fields = [
-            "id",
-            "started",
-            "finished",
-            "status",
-            "once",
-            "batches",
-            "records_in",
-            "records_valid",
-            "records_invalid",
-            "offset_resets",
-            "error",
-        ]
+        fields = ("id", *PIPELINE_RUN_FIELDS)
         read_only_fields = fields
 
 
@@ -44,28 +33,8 @@ class PipelineSerializer(ServiceSerializer):
 
     class Meta:
         model = Pipeline
-        fields = [
-            "name",
-            "description",
-            "source_kind",
-            "source_topic",
-            "source_files",
-            "source_format",
-            "schema",
-            "json_schema",
-            "sql",
-            "key_field",
-            "header_fields",
-            "sink_topic",
-            "dead_letter_topic",
-            "trigger_seconds",
-            "checkpoint_location",
-            "on_offset_reset",
-            "enabled",
-            "created",
-            "updated",
-        ]
-        read_only_fields = ["created", "updated"]
+        fields = api_fields(Pipeline)
+        read_only_fields = fields_read_only(Pipeline)
 
     def upsert(self, fields: dict[str, Any]) -> Pipeline:
         return services.pipeline_upsert(**fields)
@@ -75,7 +44,7 @@ class PipelineDetailSerializer(PipelineSerializer):
     recent_runs = serializers.SerializerMethodField(help_text=f"The last {RECENT_RUNS} runs, newest first.")
 
     class Meta(PipelineSerializer.Meta):
-        fields = [*PipelineSerializer.Meta.fields, "recent_runs"]
+        fields = (*PipelineSerializer.Meta.fields, "recent_runs")
 
     @extend_schema_field(PipelineRunSerializer(many=True))
     def get_recent_runs(self, pipeline: Pipeline) -> Any:

@@ -22,8 +22,7 @@ from types import NoneType
 from typing import Any
 
 from common.config.document import ConfigError, ConfigProblem, DocPath, Document
-from common.config.section import FieldSpec, ModelSection
-from streams.models import Schema
+from common.config.section import ModelSection
 
 from .models import Pipeline
 from .services import pipeline_delete, pipeline_upsert
@@ -35,24 +34,18 @@ class PipelineSection(ModelSection):
     key = "name"
     order = 50  # after schemas (a pipeline names one) and topics
     model = Pipeline
-    fields = (
-        FieldSpec("name", "name", (str,)),
-        FieldSpec("description", "description", (str,)),
-        FieldSpec("source.kafka", "source_topic", (str,)),
-        FieldSpec("source.files", "source_files", (str,)),
-        FieldSpec("source.format", "source_format", (str,)),
-        FieldSpec("schema", "schema", (str, NoneType), ref=Schema),
-        FieldSpec("json_schema", "json_schema", (dict, NoneType)),
-        FieldSpec("sql", "sql", (str,)),
-        FieldSpec("key", "key_field", (str,)),
-        FieldSpec("headers", "header_fields", (dict,)),
-        FieldSpec("sink", "sink_topic", (str,)),
-        FieldSpec("dead_letter", "dead_letter_topic", (str,)),
-        FieldSpec("trigger_seconds", "trigger_seconds", (int,)),
-        FieldSpec("checkpoint", "checkpoint_location", (str,)),
-        FieldSpec("on_offset_reset", "on_offset_reset", (str,)),
-        FieldSpec("enabled", "enabled", (bool,)),
-    )
+    renames = {
+        "source_topic": "source.kafka",
+        "source_files": "source.files",
+        "source_format": "source.format",
+        "key_field": "key",
+        "header_fields": "headers",
+        "sink_topic": "sink",
+        "dead_letter_topic": "dead_letter",
+        "checkpoint_location": "checkpoint",
+    }
+    json_types = {"json_schema": (dict, NoneType)}
+    exclude = ("source_kind",)  # which of source.kafka and source.files is given
 
     def normalize(self, item: Any, path: DocPath, document: Document) -> dict[str, Any]:
         form = super().normalize(item, path, document)

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MinValueValidator
 from django.db import models
 
+from common.models import Named, fields_shown
 from streams.models import KAFKA_TOPIC_NAME, Schema
 
 
-class Pipeline(models.Model):
+class Pipeline(Named):
     """Source -> JSON Schema check -> Spark SQL over ``input`` -> sink topic; invalid records to a dead-letter topic."""
 
     class SourceKind(models.TextChoices):
@@ -28,8 +29,6 @@ class Pipeline(models.Model):
         CSV = "csv", "CSV with a header line"
         PARQUET = "parquet", "Parquet"
 
-    name = models.CharField(max_length=100, unique=True, validators=[RegexValidator(r"^[A-Za-z0-9._-]+$")])
-    description = models.CharField(max_length=200, blank=True)
     source_kind = models.CharField(max_length=10, choices=SourceKind.choices, default=SourceKind.KAFKA)
     source_topic = models.CharField(
         max_length=249, blank=True, validators=[KAFKA_TOPIC_NAME], help_text="Kafka source: the topic read."
@@ -76,14 +75,6 @@ class Pipeline(models.Model):
         "retention, another cluster).",
     )
     enabled = models.BooleanField(default=True)
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
     def clean(self) -> None:
         super().clean()
@@ -157,3 +148,7 @@ class PipelineRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pipeline} at {self.started:%Y-%m-%d %H:%M:%S}"
+
+
+# The columns a run shows, in order: the admin's inline and the API list them from here.
+PIPELINE_RUN_FIELDS = fields_shown(PipelineRun, exclude=("pipeline",))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from typing_extensions import Unpack
 
 from common.upsert import model_upsert
 from streams.models import Schema
@@ -14,14 +15,36 @@ from streams.models import Schema
 from .models import Pipeline, PipelineRun
 
 
+class PipelineFields(TypedDict, total=False):
+    """The columns of a pipeline an upsert sets (a column left out keeps its value, or its default on a new row)."""
+
+    description: str
+    source_kind: str
+    source_topic: str
+    source_files: str
+    source_format: str
+    schema: Schema | str | None  # by name: Schema.DoesNotExist if there is none
+    json_schema: dict[str, Any] | None
+    sql: str
+    key_field: str
+    header_fields: dict[str, str]
+    sink_topic: str
+    dead_letter_topic: str
+    trigger_seconds: int
+    checkpoint_location: str
+    on_offset_reset: str
+    enabled: bool
+
+
 @transaction.atomic
-def pipeline_upsert(*, name: str, **fields: Any) -> Pipeline:
+def pipeline_upsert(*, name: str, **fields: Unpack[PipelineFields]) -> Pipeline:
     """Create or update the pipeline called ``name`` (validated like the admin form).
 
     ``schema`` may be a :class:`Schema`, its name (``Schema.DoesNotExist`` if there is none) or None.
     """
-    if isinstance(fields.get("schema"), str):
-        fields["schema"] = Schema.objects.get(name=fields["schema"])
+    schema = fields.get("schema")
+    if isinstance(schema, str):
+        fields["schema"] = Schema.objects.get(name=schema)
     return model_upsert(Pipeline, {"name": name}, fields)
 
 

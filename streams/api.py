@@ -7,7 +7,8 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.routers import DefaultRouter
 
-from common.api import ConfigViewSet, ServiceSerializer
+from common.api import ConfigViewSet, ServiceSerializer, api_fields
+from common.models import fields_read_only
 from guards.models import Guard
 from streams import services
 from streams.models import Cluster, Route, RouteFilter, Schema, Topic
@@ -18,8 +19,8 @@ class ClusterSerializer(ServiceSerializer):
 
     class Meta:
         model = Cluster
-        fields = ["name", "description", "bootstrap_servers", "properties", "registry", "created", "updated"]
-        read_only_fields = ["created", "updated"]
+        fields = api_fields(Cluster)
+        read_only_fields = fields_read_only(Cluster)
 
     def upsert(self, fields: dict[str, Any]) -> Cluster:
         return services.cluster_upsert(**fields)
@@ -28,8 +29,8 @@ class ClusterSerializer(ServiceSerializer):
 class SchemaSerializer(ServiceSerializer):
     class Meta:
         model = Schema
-        fields = ["name", "description", "json_schema", "registry_url", "subject", "version", "created", "updated"]
-        read_only_fields = ["created", "updated"]
+        fields = api_fields(Schema)
+        read_only_fields = fields_read_only(Schema)
 
     def upsert(self, fields: dict[str, Any]) -> Schema:
         return services.schema_upsert(**fields)
@@ -45,23 +46,8 @@ class TopicSerializer(ServiceSerializer):
 
     class Meta:
         model = Topic
-        fields = [
-            "name",
-            "description",
-            "schema",
-            "cluster",
-            "value_format",
-            "key_format",
-            "value_avro_schema",
-            "key_avro_schema",
-            "registry",
-            "cache_max_messages",
-            "cache_max_bytes",
-            "cache_max_age_seconds",
-            "created",
-            "updated",
-        ]
-        read_only_fields = ["created", "updated"]
+        fields = api_fields(Topic)
+        read_only_fields = fields_read_only(Topic)
 
     def upsert(self, fields: dict[str, Any]) -> Topic:
         return services.topic_upsert(**fields)
@@ -85,39 +71,15 @@ class RouteSerializer(ServiceSerializer):
 
     class Meta:
         model = Route
-        fields = [
-            "id",
-            "order",
-            "path",
-            "kind",
-            "topic",
-            "upstream",
-            "schema",
-            "filters",
-            "event_id",
-            "initial",
-            "allow_since",
-            "binary",
-            "retry_ms",
-            "heartbeat_seconds",
-            "max_pending_bytes",
-            "guard",
-            "roles",
-            "allow_origins",
-            "allow_credentials",
-            "enabled",
-            "description",
-            "created",
-            "updated",
-        ]
-        read_only_fields = ["id", "created", "updated"]
+        fields = ("id", *api_fields(Route, key="path", after={"schema": "filters"}))
+        read_only_fields = ("id", *fields_read_only(Route))
         # Uniqueness of the path is the service's (model's) check, reported as a field error.
         validators: list[Any] = []
 
     def upsert(self, fields: dict[str, Any]) -> Route:
         filters = fields.pop("filters", None)
         return services.route_upsert(
-            filters=[dict(f) for f in filters] if filters is not None else None,
+            filters=[services.RouteFilterSpec(**f) for f in filters] if filters is not None else None,
             **fields,
         )
 

@@ -9,6 +9,7 @@ default filled in; a row read back from the database has the same form, so
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import NoneType
 from typing import Any, ClassVar
@@ -17,6 +18,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 
 from common.config.document import ConfigError, ConfigProblem, DocPath, Document
+from common.models import fields_editable
 
 
 class FieldProblem(Exception):
@@ -56,11 +58,48 @@ def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
     return isinstance(value, types)
 
 
+def field_types(field: models.Field[Any, Any], json_types: Mapping[str, tuple[type, ...]]) -> tuple[type, ...]:
+    """The YAML types a column takes: its Python type (a reference by name for a foreign key), null if nullable.
+
+    A JSON column takes what ``json_types`` names for it, else the type of its default.
+    """
+    if field.name in json_types:
+        return json_types[field.name]
+    if isinstance(field, models.ForeignKey):
+        types: tuple[type, ...] = (str,)
+    elif isinstance(field, models.BooleanField):
+        types = (bool,)
+    elif isinstance(field, models.IntegerField):
+        types = (int,)
+    elif isinstance(field, (models.CharField, models.TextField)):
+        types = (str,)
+    elif isinstance(field, models.JSONField) and field.get_default() is not None:
+        types = (type(field.get_default()),)
+    else:
+        raise TypeError(f"{field}: name the YAML types of this column in json_types")
+    return (*types, NoneType) if field.null else types
+
+
+def section_fields(section: type[ModelSection]) -> tuple[FieldSpec, ...]:
+    """The items' keys: the model's editable columns (the naming key first), renamed and placed as declared."""
+    specs: list[FieldSpec] = []
+    for name in fields_editable(section.model, first=section.key, exclude=section.exclude):
+        field = section.model._meta.get_field(name)
+        assert isinstance(field, models.Field)
+        ref = field.related_model if isinstance(field, models.ForeignKey) else None
+        assert ref is None or isinstance(ref, type)
+        specs.append(FieldSpec(section.renames.get(name, name), name, field_types(field, section.json_types), ref))
+        specs += [spec for after, spec in section.extra if after == name]
+    return tuple(specs)
+
+
 class ModelSection:
     """A section of the file whose items are rows of ``model``, written through a service.
 
-    Subclasses give the table of fields and ``upsert``; apps with their own
-    models (the pipeline app) subclass this and call :func:`section_register`.
+    Subclasses give the model, how its columns appear in files (``renames``,
+    ``json_types``, ``exclude``, ``extra``) and ``upsert``; the table of
+    ``fields`` follows from the model's columns. Apps with their own models
+    (the pipeline app) subclass this and call :func:`section_register`.
     """
 
     name: ClassVar[str]  # the section key in the file, e.g. "routes"
@@ -68,7 +107,21 @@ class ModelSection:
     key: ClassVar[str]  # the field that names an item: "name" or "path"
     order: ClassVar[int]  # applied in this order, pruned in reverse
     model: ClassVar[type[models.Model]]
+    # A column's key in the file when it is not its name (dotted when nested: "cache.max_bytes").
+    renames: ClassVar[Mapping[str, str]] = {}
+    # What a JSON column takes in the file (the model's clean checks the shape); other columns follow their type.
+    json_types: ClassVar[Mapping[str, tuple[type, ...]]] = {}
+    # Columns not written in files (derived from others when the item is written).
+    exclude: ClassVar[tuple[str, ...]] = ()
+    # Keys that are not columns, each placed after the column it names.
+    extra: ClassVar[tuple[tuple[str, FieldSpec], ...]] = ()
+    # Derived from the model when the subclass is made, unless the subclass lists them itself.
     fields: ClassVar[tuple[FieldSpec, ...]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "model" in cls.__dict__ and "fields" not in cls.__dict__:
+            cls.fields = section_fields(cls)
 
     def upsert(self, key: str, values: dict[str, Any]) -> None:
         raise NotImplementedError

@@ -9,7 +9,6 @@ from django.core.exceptions import ValidationError
 
 from common.config.document import ConfigError, ConfigProblem, DocPath, Document
 from common.config.section import FieldSpec, ModelSection, section_register
-from guards.models import Guard
 from streams.models import Cluster, Route, RouteFilter, Schema, Topic
 from streams.services import cluster_upsert, route_upsert, schema_upsert, topic_upsert
 
@@ -22,13 +21,6 @@ class ClusterSection(ModelSection):
     key = "name"
     order = 15
     model = Cluster
-    fields = (
-        FieldSpec("name", "name", (str,)),
-        FieldSpec("description", "description", (str,)),
-        FieldSpec("bootstrap_servers", "bootstrap_servers", (str,)),
-        FieldSpec("properties", "properties", (dict,)),
-        FieldSpec("registry", "registry", (str,)),
-    )
 
     def upsert(self, key: str, values: dict[str, Any]) -> None:
         cluster_upsert(name=key, **values)
@@ -40,14 +32,7 @@ class SchemaSection(ModelSection):
     key = "name"
     order = 20
     model = Schema
-    fields = (
-        FieldSpec("name", "name", (str,)),
-        FieldSpec("description", "description", (str,)),
-        FieldSpec("json_schema", "json_schema", (dict, bool, NoneType)),
-        FieldSpec("registry_url", "registry_url", (str,)),
-        FieldSpec("subject", "subject", (str,)),
-        FieldSpec("version", "version", (int, NoneType)),
-    )
+    json_types = {"json_schema": (dict, bool, NoneType)}
 
     def upsert(self, key: str, values: dict[str, Any]) -> None:
         schema_upsert(name=key, **values)
@@ -59,20 +44,16 @@ class TopicSection(ModelSection):
     key = "name"
     order = 30
     model = Topic
-    fields = (
-        FieldSpec("name", "name", (str,)),
-        FieldSpec("description", "description", (str,)),
-        FieldSpec("schema", "schema", (str, NoneType), ref=Schema),
-        FieldSpec("cluster", "cluster", (str, NoneType), ref=Cluster),
-        FieldSpec("value.format", "value_format", (str,)),
-        FieldSpec("value.avro_schema", "value_avro_schema", (dict, list, str, NoneType)),
-        FieldSpec("key.format", "key_format", (str,)),
-        FieldSpec("key.avro_schema", "key_avro_schema", (dict, list, str, NoneType)),
-        FieldSpec("registry", "registry", (str,)),
-        FieldSpec("cache.max_messages", "cache_max_messages", (int,)),
-        FieldSpec("cache.max_bytes", "cache_max_bytes", (int,)),
-        FieldSpec("cache.max_age_seconds", "cache_max_age_seconds", (int,)),
-    )
+    renames = {
+        "value_format": "value.format",
+        "value_avro_schema": "value.avro_schema",
+        "key_format": "key.format",
+        "key_avro_schema": "key.avro_schema",
+        "cache_max_messages": "cache.max_messages",
+        "cache_max_bytes": "cache.max_bytes",
+        "cache_max_age_seconds": "cache.max_age_seconds",
+    }
+    json_types = {name: (dict, list, str, NoneType) for name in ("value_avro_schema", "key_avro_schema")}
 
     def upsert(self, key: str, values: dict[str, Any]) -> None:
         topic_upsert(name=key, **values)
@@ -84,28 +65,8 @@ class RouteSection(ModelSection):
     key = "path"
     order = 40
     model = Route
-    fields = (
-        FieldSpec("path", "path", (str,)),
-        FieldSpec("kind", "kind", (str,)),
-        FieldSpec("order", "order", (int,)),
-        FieldSpec("topic", "topic", (str,)),
-        FieldSpec("upstream", "upstream", (str,)),
-        FieldSpec("schema", "schema", (str, NoneType), ref=Schema),
-        FieldSpec("filters", "filters", (list,)),
-        FieldSpec("event_id", "event_id", (str,)),
-        FieldSpec("initial", "initial", (str,)),
-        FieldSpec("allow_since", "allow_since", (bool,)),
-        FieldSpec("binary", "binary", (str,)),
-        FieldSpec("retry_ms", "retry_ms", (int,)),
-        FieldSpec("heartbeat_seconds", "heartbeat_seconds", (int,)),
-        FieldSpec("max_pending_bytes", "max_pending_bytes", (int,)),
-        FieldSpec("guard", "guard", (str, NoneType), ref=Guard),
-        FieldSpec("roles", "roles", (list,)),
-        FieldSpec("cors.allow_origins", "allow_origins", (list,)),
-        FieldSpec("cors.allow_credentials", "allow_credentials", (bool,)),
-        FieldSpec("enabled", "enabled", (bool,)),
-        FieldSpec("description", "description", (str,)),
-    )
+    renames = {"allow_origins": "cors.allow_origins", "allow_credentials": "cors.allow_credentials"}
+    extra = (("schema", FieldSpec("filters", "filters", (list,))),)
     _filter_keys = ("key", "headers")
 
     def upsert(self, key: str, values: dict[str, Any]) -> None:

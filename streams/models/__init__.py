@@ -1,105 +1,39 @@
 """Configuration of clusters, schemas, topics and routes, edited in the admin, the API and files.
 
-The models live in :mod:`.kafka` (clusters, schemas, topics) and :mod:`.routes`; the
-validators stay here, where migrations name them (``streams.models.validate_...``).
+The models live in :mod:`.kafka` (clusters, schemas, topics) and :mod:`.routes`, their field
+validators in :mod:`.validators`; the submodules import each other, never this package, which
+only re-exports them (migrations name the validators here: ``streams.models.validate_...``).
 """
 
 from __future__ import annotations
 
-import re
-from urllib.parse import urlsplit
-
-from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
-
-from streams.core.clusters import property_problem
-from streams.core.formats.spec import registry_problem
-from streams.core.patterns import PatternError, pattern_compile
-from streams.core.reserved import ReservedEndpoints
-from streams.core.templating import TemplateError, template_compile
-
-KAFKA_TOPIC_NAME: RegexValidator = RegexValidator(
-    r"^[A-Za-z0-9._-]{1,249}$", "A Kafka topic name: letters, digits, '.', '_' and '-' (at most 249)."
+from streams.models.kafka import Cluster, Schema, Topic
+from streams.models.routes import Route, RouteFilter
+from streams.models.validators import (
+    KAFKA_TOPIC_NAME,
+    reserved_endpoints,
+    validate_cluster_properties,
+    validate_path_not_reserved,
+    validate_path_pattern,
+    validate_registry,
+    validate_template,
+    validate_upstream_url,
 )
+from streams.models.validators import no_control as _no_control  # migrations 0001 and 0006 name it so
 
-
-def validate_path_pattern(value: str) -> None:
-    try:
-        pattern_compile(value)
-    except PatternError as exc:
-        raise ValidationError(str(exc), code="path_pattern") from exc
-
-
-def reserved_endpoints() -> ReservedEndpoints:
-    """Sluice's own endpoints in this deployment (the static files' prefix comes from ``STATIC_URL``)."""
-    return ReservedEndpoints.with_static(str(settings.STATIC_URL or ""))
-
-
-def validate_path_not_reserved(value: str) -> None:
-    """Refuse a path whose literal first segment takes one of Sluice's own endpoints."""
-    try:
-        pattern = pattern_compile(value)
-    except PatternError:
-        return  # validate_path_pattern reports it
-    endpoint = reserved_endpoints().conflict(pattern)
-    if endpoint is not None:
-        raise ValidationError(
-            f"The route {value} would take Sluice's own endpoint {endpoint}, which always answers first: "
-            "choose another path.",
-            code="path_reserved",
-        )
-
-
-def validate_registry(value: str) -> None:
-    problem = registry_problem(value)
-    if problem is not None:
-        raise ValidationError(problem, code="registry")
-
-
-def validate_template(value: str) -> None:
-    try:
-        template_compile(value)
-    except TemplateError as exc:
-        raise ValidationError(str(exc), code="template") from exc
-
-
-_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\Z")
-
-
-def validate_upstream_url(value: str) -> None:
-    """An http(s) URL; unlike URLField, a single-label host (``sse-server`` in a compose network) is fine."""
-    parts = urlsplit(value)
-    try:
-        parts.port  # noqa: B018  (raises on a port that is not a number in range)
-    except ValueError as exc:
-        raise ValidationError("The port is not a number from 0 to 65535.", code="upstream") from exc
-    host = parts.hostname or ""
-    ip_literal = host.startswith("[") or ":" in host
-    if (
-        parts.scheme not in ("http", "https")
-        or not host
-        or not (ip_literal or _HOST.match(host))
-        or any(c.isspace() for c in value)
-    ):
-        raise ValidationError("Give an http:// or https:// URL with a host.", code="upstream")
-
-
-def _no_control(value: str) -> None:
-    if any(c in value for c in "\r\n\x00"):
-        raise ValidationError("CR, LF and NUL are not allowed here.", code="control_character")
-
-
-def validate_cluster_properties(value: object) -> None:
-    """librdkafka properties: a mapping of dotted names to strings or numbers, secrets only by reference."""
-    if not isinstance(value, dict):
-        raise ValidationError('Give a mapping, e.g. {"security.protocol": "SASL_SSL"}.', code="properties")
-    problems = [problem for name, item in value.items() if (problem := property_problem(name, item))]
-    if problems:
-        raise ValidationError(problems, code="properties")
-
-
-from streams.models.kafka import Cluster, Schema, Topic  # noqa: E402  (they use the validators above)
-from streams.models.routes import Route, RouteFilter  # noqa: E402
-
-__all__ = ["KAFKA_TOPIC_NAME", "Cluster", "Route", "RouteFilter", "Schema", "Topic"]
+__all__ = [
+    "KAFKA_TOPIC_NAME",
+    "Cluster",
+    "Route",
+    "RouteFilter",
+    "Schema",
+    "Topic",
+    "_no_control",
+    "reserved_endpoints",
+    "validate_cluster_properties",
+    "validate_path_not_reserved",
+    "validate_path_pattern",
+    "validate_registry",
+    "validate_template",
+    "validate_upstream_url",
+]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MinValueValidator
 from django.db import models
 
+from common.models import NAME_CHARACTERS, Named
 from streams.core.clusters import DEFAULT_CLUSTER, ClusterSpec
 from streams.core.formats.spec import FORMATS, REGISTRY_FORMATS, TEXT, FormatError, RecordFormats
-from streams.models import KAFKA_TOPIC_NAME, _no_control, validate_cluster_properties, validate_registry
+from streams.models.validators import KAFKA_TOPIC_NAME, no_control, validate_cluster_properties, validate_registry
 
 _FORMAT_CHOICES = list(FORMATS.items())
 _REGISTRY_HELP = (
@@ -17,23 +18,13 @@ _REGISTRY_HELP = (
 )
 
 
-class Schema(models.Model):
+class Schema(Named):
     """A JSON Schema that message values must satisfy (SPEC 5): inline, or a subject in a schema registry."""
 
-    name = models.CharField(max_length=100, unique=True, validators=[RegexValidator(r"^[A-Za-z0-9._-]+$")])
-    description = models.CharField(max_length=200, blank=True)
     json_schema = models.JSONField(null=True, blank=True, help_text="Inline JSON Schema (draft 2020-12).")
     registry_url = models.URLField(blank=True, help_text="Confluent-compatible schema registry.")
     subject = models.CharField(max_length=255, blank=True, help_text="Subject in the registry.")
     version = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: the latest version.")
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
     def clean(self) -> None:
         super().clean()
@@ -47,7 +38,7 @@ class Schema(models.Model):
             raise ValidationError({"json_schema": "A JSON Schema is an object (or true/false)."})
 
 
-class Cluster(models.Model):
+class Cluster(Named):
     """A Kafka cluster topics live on: bootstrap servers and client properties (TLS, SASL, ...).
 
     Secret values are written as ``${env.NAME}`` and read from the environment when
@@ -58,13 +49,12 @@ class Cluster(models.Model):
     name = models.CharField(
         max_length=100,
         unique=True,
-        validators=[RegexValidator(r"^[A-Za-z0-9._-]+$")],
+        validators=[NAME_CHARACTERS],
         help_text=f"How topics name it ({DEFAULT_CLUSTER!r} is the cluster of the environment).",
     )
-    description = models.CharField(max_length=200, blank=True)
     bootstrap_servers = models.CharField(
         max_length=500,
-        validators=[_no_control],
+        validators=[no_control],
         help_text="host:port[,host:port...]; ${env.NAME} is read from the environment when Sluice connects.",
     )
     properties = models.JSONField(
@@ -82,14 +72,6 @@ class Cluster(models.Model):
         validators=[validate_registry],
         help_text=_REGISTRY_HELP + " Topics may name their own.",
     )
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
     def clean(self) -> None:
         super().clean()
@@ -102,20 +84,10 @@ class Cluster(models.Model):
         return ClusterSpec.of(self.name, self.bootstrap_servers, self.properties or {})
 
 
-class Topic(models.Model):
+class Topic(Named):
     """A Kafka topic Sluice serves, with the bounds of its in-memory cache (SPEC 2.5)."""
 
     name = models.CharField(max_length=249, unique=True, validators=[KAFKA_TOPIC_NAME])
-    description = models.CharField(max_length=200, blank=True)
-    cache_max_messages = models.PositiveIntegerField(
-        default=10_000, validators=[MinValueValidator(1)], help_text="Records kept in memory, all partitions together."
-    )
-    cache_max_bytes = models.PositiveBigIntegerField(
-        default=16 * 1024 * 1024, validators=[MinValueValidator(1024)], help_text="Bytes kept in memory."
-    )
-    cache_max_age_seconds = models.PositiveIntegerField(
-        default=3600, validators=[MinValueValidator(1)], help_text="Records older than this leave the cache."
-    )
     schema = models.ForeignKey(
         Schema,
         null=True,
@@ -153,14 +125,15 @@ class Topic(models.Model):
         validators=[validate_registry],
         help_text=_REGISTRY_HELP + " Blank: the cluster's.",
     )
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
+    cache_max_messages = models.PositiveIntegerField(
+        default=10_000, validators=[MinValueValidator(1)], help_text="Records kept in memory, all partitions together."
+    )
+    cache_max_bytes = models.PositiveBigIntegerField(
+        default=16 * 1024 * 1024, validators=[MinValueValidator(1024)], help_text="Bytes kept in memory."
+    )
+    cache_max_age_seconds = models.PositiveIntegerField(
+        default=3600, validators=[MinValueValidator(1)], help_text="Records older than this leave the cache."
+    )
 
     def clean(self) -> None:
         super().clean()

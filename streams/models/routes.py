@@ -6,20 +6,21 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from common.models import Timestamped
 from streams.core.patterns import PatternError, pattern_compile
 from streams.core.templating import TemplateError, template_compile
-from streams.models import (
-    _no_control,
+from streams.models.kafka import Schema
+from streams.models.validators import (
+    no_control,
     reserved_endpoints,
     validate_path_not_reserved,
     validate_path_pattern,
     validate_template,
     validate_upstream_url,
 )
-from streams.models.kafka import Schema
 
 
-class Route(models.Model):
+class Route(Timestamped):
     """A URL pattern answered with a stream of a Kafka topic (SPEC 2)."""
 
     class Kind(models.TextChoices):
@@ -39,7 +40,6 @@ class Route(models.Model):
         SKIP = "skip", "skip (count as invalid)"
         BASE64 = "base64", "send as base64"
 
-    order = models.IntegerField(default=0, help_text="Lower first; the first matching route wins.")
     path = models.CharField(
         max_length=200,
         validators=[validate_path_pattern, validate_path_not_reserved],
@@ -49,6 +49,7 @@ class Route(models.Model):
         ),
     )
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.SSE_KAFKA)
+    order = models.IntegerField(default=0, help_text="Lower first; the first matching route wins.")
     topic = models.CharField(
         max_length=300,
         blank=True,
@@ -103,8 +104,6 @@ class Route(models.Model):
     )
     enabled = models.BooleanField(default=True)
     description = models.CharField(max_length=200, blank=True)
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["order", "path"]
@@ -177,7 +176,7 @@ class RouteFilter(models.Model):
     key = models.CharField(
         max_length=300,
         blank=True,
-        validators=[validate_template, _no_control],
+        validators=[validate_template, no_control],
         help_text="Message key (template), e.g. ${params.match}. Blank: any key.",
     )
     headers = models.JSONField(
