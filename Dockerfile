@@ -1,27 +1,45 @@
-# Sluice: Kafka topics as Server-Sent Events.
-#   docker build -t sluice .
-#   docker run -p 8000:8000 -e SECRET_KEY=... -e KAFKA_BOOTSTRAP_SERVERS=kafka:9092 \
-#              -e DATABASE_URL=postgres://... -e REDIS_URL=redis://redis:6379/0 sluice
-# Without KAFKA_BOOTSTRAP_SERVERS it starts the embedded development broker.
-FROM python:3.11-slim
+# Sluice: Kafka topics as Server-Sent Events. Two images from this file (docs/operations.md, "Installing"):
+#   docker build --target gateway -t sluice-gateway .    # runstreams: streams, admin, REST API; no Java, no Spark
+#   docker build --target pipeline -t sluice-pipeline .  # the gateway plus Java 17 and PySpark, for runpipeline
+#   docker run -p 8000:8000 -e SECRET_KEY=... -e ALLOWED_HOSTS=sluice.example.com \
+#              -e KAFKA_BOOTSTRAP_SERVERS=kafka:9092 -e DATABASE_URL=postgres://... \
+#              -e REDIS_URL=redis://redis:6379/0 sluice-gateway
+# ALLOWED_HOSTS must name the host clients reach Sluice by (the image sets none: unset, only
+# localhost is served). Without KAFKA_BOOTSTRAP_SERVERS it starts the embedded development broker.
+
+# Bookworm: the Debian release that has openjdk-17 (the pipeline stage's Java).
+FROM python:3.11-slim-bookworm AS base
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    ALLOWED_HOSTS=*
+    PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# Java 17 runs the Spark pipeline (runpipeline); the gateway itself does not need it.
+# The app's directory is the user's: migrate's SQLite file and var/ (the development issuer's key) go there.
+RUN useradd --create-home sluice && install -d -o sluice /app
+WORKDIR /app
+COPY requirements-gateway.txt .
+RUN pip install --no-cache-dir -r requirements-gateway.txt
+
+
+# Java 17 runs the Spark pipeline (runpipeline); the gateway does not need it.
+FROM base AS pipeline
+
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
  && rm -rf /var/lib/apt/lists/*
-
-WORKDIR /app
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt
 
-COPY . .
-RUN useradd --create-home sluice && chown -R sluice /app
+COPY --chown=sluice . .
 USER sluice
+EXPOSE 8000
+CMD ["sh", "-c", "python manage.py migrate --noinput && exec python manage.py runstreams --host 0.0.0.0 --port 8000"]
 
+
+# The default target (last): what serves streams.
+FROM base AS gateway
+
+COPY --chown=sluice . .
+USER sluice
 EXPOSE 8000
 CMD ["sh", "-c", "python manage.py migrate --noinput && exec python manage.py runstreams --host 0.0.0.0 --port 8000"]

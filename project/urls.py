@@ -16,6 +16,10 @@ from streams import api as streams_api
 from streams import views
 from streams.ops import dashboard
 
+admin.site.site_header = "Sluice administration"
+admin.site.site_title = "Sluice administration"
+admin.site.index_title = "Sluice configuration"
+
 handler400 = views.bad_request
 handler404 = views.not_found
 

@@ -9,6 +9,7 @@ socket, each started with ``--listen-fd``).
 from __future__ import annotations
 
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Callable
@@ -27,6 +28,24 @@ from streams.server.workers import Supervisor, listening_socket
 
 class ServeError(Exception):
     """Options the gateway cannot serve with (a certificate it cannot use, a port it cannot take)."""
+
+
+class ListenError(ServeError):
+    """The address to serve on cannot be taken (in use, or not this host's)."""
+
+
+def listen_check(host: str, port: int) -> None:
+    """Raise :class:`ListenError` if ``host:port`` cannot be bound now, before anything else is started.
+
+    Bound with SO_REUSEADDR as Twisted's listening port is, so a port left in TIME_WAIT passes.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -73,8 +92,13 @@ def gateway_serve(options: ServeOptions, announce: Callable[[str], None]) -> Non
 
     tls = options.tls.options() if options.tls is not None else None
     scheme = options.scheme
+    listen_failures: list[str] = []
 
     class AnnouncingServer(FlowServer):
+        def listen_error(self, failure: Any) -> None:
+            listen_failures.append(failure.getErrorMessage())
+            super().listen_error(failure)  # stops the server
+
         def listen_success(self, listening: Any) -> None:
             super().listen_success(listening)
             address = listening.getHost()
@@ -112,6 +136,8 @@ def gateway_serve(options: ServeOptions, announce: Callable[[str], None]) -> Non
     finally:
         if options.tls is not None and options.tls.cleanup:
             shutil.rmtree(options.tls.cleanup, ignore_errors=True)
+    if listen_failures:
+        raise ListenError(f"cannot listen on {options.host}:{options.port}: {listen_failures[0]}")
 
 
 def gateway_supervise(options: ServeOptions, announce: Callable[[str], None]) -> None:
@@ -119,7 +145,7 @@ def gateway_supervise(options: ServeOptions, announce: Callable[[str], None]) ->
     try:
         sock = listening_socket(options.host, options.port)
     except OSError as exc:
-        raise ServeError(f"cannot listen on {options.host}:{options.port}: {exc}") from exc
+        raise ListenError(f"cannot listen on {options.host}:{options.port}: {exc.strerror or exc}") from exc
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
 

@@ -18,6 +18,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from streams.conf import streams_settings
 from streams.server.workers import channel_layer_shared, workers_default
 
+# Added to the error when the address to listen on is taken: the option that picks another.
+PORT_TAKEN_HINT = "(choose another port with --port)"
+
 
 class Command(BaseCommand):
     help = "Serve Sluice (streams, admin, pages) with daphne; start an embedded broker if no Kafka is set."
@@ -47,7 +50,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from streams.clusters import kafka_bootstrap_use
         from streams.edge.runtime import process_hubs_stop
-        from streams.server.gateway import ServeError, ServeOptions, TLSFiles, gateway_serve, gateway_supervise
+        from streams.server.gateway import (
+            ListenError,
+            ServeError,
+            ServeOptions,
+            TLSFiles,
+            gateway_serve,
+            gateway_supervise,
+        )
 
         tls_asked = bool(options["tls_cert"] or options["self_signed"])
         if bool(options["tls_cert"]) != bool(options["tls_key"]):
@@ -63,6 +73,8 @@ class Command(BaseCommand):
             raise CommandError("--workers must be at least 1")
         if workers > 1 and tls_asked:
             raise CommandError("--workers above 1 serves plain HTTP only; terminate TLS in front, or use one worker")
+        if options["listen_fd"] is None:
+            self.listen_ensure(options["host"], options["port"])  # before the broker and the demo start
         with self.kafka(options["kafka_bootstrap"]) as bootstrap:
             if bootstrap != streams_settings.KAFKA_BOOTSTRAP_SERVERS:
                 kafka_bootstrap_use(bootstrap)  # the embedded broker (ours, or our supervisor's)
@@ -86,12 +98,23 @@ class Command(BaseCommand):
                     kafka_bootstrap=bootstrap if bootstrap != streams_settings.KAFKA_BOOTSTRAP_SERVERS else "",
                 )
                 (gateway_supervise if workers > 1 else gateway_serve)(serve, self.announce)
+            except ListenError as exc:
+                raise CommandError(f"{exc} {PORT_TAKEN_HINT}") from exc  # taken since the check
             except ServeError as exc:
                 raise CommandError(str(exc)) from exc
             finally:
                 process_hubs_stop()
                 for part in reversed(running):
                     part.stop()
+
+    def listen_ensure(self, host: str, port: int) -> None:
+        """Exit with a :class:`CommandError` naming ``--port`` if ``host:port`` is taken."""
+        from streams.server.gateway import ListenError, listen_check
+
+        try:
+            listen_check(host, port)
+        except ListenError as exc:
+            raise CommandError(f"{exc} {PORT_TAKEN_HINT}") from exc
 
     def before_serving(self, bootstrap: str, options: dict[str, Any]) -> list[Any]:
         """Start what runs beside the server (each with ``stop()``); nothing here, the demo adds its feeds."""
