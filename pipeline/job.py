@@ -26,15 +26,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.types import StructType
 
-from .datasource import (
-    FORMAT_NAME,
-    REGISTRY_OPTION,
-    VALUE_AVRO_SCHEMA_OPTION,
-    VALUE_FORMAT_OPTION,
-    KafkaDataSource,
-)
+from .datasource import FORMAT_NAME, KafkaDataSource
 from .kafka_write import PRODUCED_COUNT_SCHEMA, batches_produce_counted
 from .validation import RULE_COLUMN, schema_record_type, schema_validation
+from .value_decoding import REGISTRY_OPTION, VALUE_AVRO_SCHEMA_OPTION, VALUE_FORMAT_OPTION
 
 KafkaFormat = Literal["python", "kafka"]
 HEADERS_TYPE = "array<struct<key: string, value: binary>>"
