@@ -14,7 +14,8 @@ import fastavro
 import pytest
 
 from pipeline import value_decoding
-from pipeline.job import PipelineError, PipelineSpec, source_stream
+from pipeline.sources import source_stream
+from pipeline.spec import PipelineError, PipelineSpec
 from pipeline.value_decoding import ValueDecoding, value_formats
 from streams.core.formats.registry import RegistryUnavailable
 from streams.core.formats.spec import FormatError
