@@ -7,7 +7,7 @@ produces rows to Kafka (:mod:`pipeline.kafka_write`). Option names are read in l
 Spark hands them over (:mod:`pipeline.kafka_options`).
 
 Reads decode values by the ``value.format`` option (the source topic's format, see
-:class:`ValueDecoding`): the ``value`` column then holds each record's JSON text.
+:mod:`pipeline.value_decoding`): the ``value`` column then holds each record's JSON text.
 
 No Django import here: Spark's Python workers load this module on their own.
 """
@@ -15,8 +15,6 @@ No Django import here: Spark's Python workers load this module on their own.
 from __future__ import annotations
 
 import json
-import logging
-import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -32,10 +30,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from streams.core.formats.record import RecordDecoder
-from streams.core.formats.registry import RegistryUnavailable
-from streams.core.formats.spec import JSON, TEXT, FormatError, RecordFormats
-from streams.core.records import Record
+from streams.fanout.kafka_config import ConsumerDefaults, consumer_config
 
 from .kafka_options import (
     MIN_RECORDS_PER_TASK_OPTION,
@@ -45,8 +40,7 @@ from .kafka_options import (
     options_lowered,
 )
 from .kafka_write import KafkaWriter
-
-logger = logging.getLogger("sluice.pipeline")
+from .value_decoding import ValueDecoding, value_formats
 
 FORMAT_NAME = "sluice-kafka"
 KAFKA_SCHEMA = (
@@ -65,10 +59,6 @@ _ARROW_SCHEMA = pa.schema(
     ]
 )
 _ARROW_BATCH_ROWS = 20_000
-# Options of a read's value format (lower case, as Spark hands option names over).
-VALUE_FORMAT_OPTION = "value.format"
-VALUE_AVRO_SCHEMA_OPTION = "value.avro_schema"
-REGISTRY_OPTION = "registry"
 # fetch.wait.max.ms of every consumer here. A read stops at an offset it knows exists and the end of a
 # partition is found by fetching its last batch, so a waiting fetch is never needed; and tansu, the
 # embedded broker, holds one for the whole wait even when records arrive, which delays the next fetch
@@ -78,9 +68,6 @@ FETCH_WAIT_MS = 10
 # far more than reading a few thousand records, so a small batch is one task, a large one a task per
 # Kafka partition (the stream's ``minRecordsPerTask`` option).
 MIN_RECORDS_PER_TASK = 50_000
-# A registry that does not answer is waited for: first this long, doubling up to the maximum, for as long as it takes.
-REGISTRY_RETRY_FIRST_SECONDS = 0.5
-REGISTRY_RETRY_MAX_SECONDS = 10.0
 
 
 class KafkaReadError(RuntimeError):
@@ -126,19 +113,11 @@ def ranges_group(ranges: Sequence[PartitionRange], min_records: int) -> list[Ran
     return groups
 
 
-def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
-    """librdkafka settings for a reader: no group subscription, partitions are assigned (tansu joins are slow)."""
-    config: dict[str, Any] = {
-        "bootstrap.servers": options["bootstrap"],
-        "group.id": options.get("group", "sluice-pipeline"),
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": FETCH_WAIT_MS,
-        "log_level": 0,
-    }
-    config.update(kafka_properties(options))
-    return config
+def reader_config(options: Mapping[str, str]) -> dict[str, Any]:
+    """librdkafka settings of a reader: assigned its partitions, no group joined; the ``kafka.*`` options on top."""
+    client = {"bootstrap.servers": options["bootstrap"], **kafka_properties(options)}
+    defaults = ConsumerDefaults(options.get("group", "sluice-pipeline"), fetch_wait_ms=FETCH_WAIT_MS, log_level=0)
+    return consumer_config(client, defaults)
 
 
 def topic_partitions(consumer: Consumer, topic: str, timeout: float = 10.0) -> list[int]:
@@ -224,101 +203,6 @@ def _headers(message: Message) -> list[dict[str, Any]]:
     return [{"key": item[0], "value": item[1]} for item in (message.headers() or [])]
 
 
-def value_formats(options: Mapping[str, str]) -> RecordFormats | None:
-    """The formats a read decodes values by; None when values are read as they are.
-
-    ``value.format`` is ``text`` (the default), ``json``, ``avro``, ``protobuf``, ``jsonschema``
-    or ``avro-inline`` (the writer schema in ``value.avro_schema``, JSON text); the registry
-    formats need ``registry``, a URL as written on the topic (``${env.NAME}`` references are
-    read from the worker's environment when it decodes). ``json`` values are not decoded here:
-    the pipeline's schema checks send a value that is not JSON to the dead-letter topic.
-    Keys are read as they are. :class:`FormatError` names the option that cannot work.
-    """
-    name = options.get(VALUE_FORMAT_OPTION) or TEXT
-    if name in (TEXT, JSON):
-        return None
-    try:
-        formats = RecordFormats.of(
-            name,
-            value_schema=options.get(VALUE_AVRO_SCHEMA_OPTION) or None,
-            registry=options.get(REGISTRY_OPTION) or "",
-        )
-    except FormatError as exc:
-        option = {"value_format": VALUE_FORMAT_OPTION, "value_avro_schema": VALUE_AVRO_SCHEMA_OPTION}
-        raise FormatError(option.get(exc.field, exc.field), f"{option.get(exc.field, exc.field)}: {exc}") from exc
-    if formats.uses_registry and not formats.registry:
-        raise FormatError(REGISTRY_OPTION, f"value format {name} needs the {REGISTRY_OPTION} option")
-    return formats
-
-
-def record_decoded(decoder: RecordDecoder, message: Message) -> Record:
-    """``message`` decoded; while the schema registry does not answer, wait and try again (never skip it)."""
-    delay = REGISTRY_RETRY_FIRST_SECONDS
-    while True:
-        try:
-            return decoder.record(message)
-        except RegistryUnavailable as exc:
-            logger.warning(
-                "topic %s partition %s offset %s: %s; trying again in %.1fs",
-                decoder.topic,
-                message.partition(),
-                message.offset(),
-                exc,
-                delay,
-            )
-            time.sleep(delay)
-            delay = min(delay * 2, REGISTRY_RETRY_MAX_SECONDS)
-
-
-class ValueDecoding:
-    """The values of one partition read, decoded by the read's ``value.format``; the ones that do not decode counted.
-
-    A value that does not decode (bytes that are not of the format, a schema id the
-    registry does not know) is skipped: logged (``sluice.formats``, WARNING, with topic,
-    partition, offset and reason, at most one line per topic every few seconds), counted,
-    and noted in the ``skip_log`` file (if the read has one) when the read is done, one
-    line per partition read, which the runner reports and logs after each batch.
-    """
-
-    def __init__(self, options: Mapping[str, str], topic: str, partition: int) -> None:
-        formats = value_formats(options)
-        self.decoder = RecordDecoder(topic, formats, os.environ) if formats is not None else None
-        self.skip_log = options.get("skip_log", "")
-        self.topic = topic
-        self.partition = partition
-        self.skipped = 0
-        self.first_skipped = -1
-        self.last_skipped = -1
-        self.reason = ""
-
-    def value(self, message: Message, offset: int) -> tuple[bool, bytes | None]:
-        """``(True, value)`` with the value as the ``value`` column holds it, or ``(False, None)``: skip the record."""
-        if self.decoder is None:
-            return True, message.value()
-        record = record_decoded(self.decoder, message)
-        if record.problem is None:
-            return True, record.value
-        if not self.skipped:
-            self.first_skipped, self.reason = offset, record.problem
-        self.skipped += 1
-        self.last_skipped = offset
-        return False, None
-
-    def note(self) -> None:
-        """Add what was skipped to the ``skip_log`` file."""
-        if self.skipped and self.skip_log:
-            note = {
-                "topic": self.topic,
-                "partition": self.partition,
-                "skipped": self.skipped,
-                "first": self.first_skipped,
-                "last": self.last_skipped,
-                "reason": self.reason,
-            }
-            with open(self.skip_log, "a", encoding="utf-8") as log:
-                log.write(json.dumps(note) + "\n")
-
-
 def partition_read(options: Mapping[str, str], span: PartitionRange) -> Iterator[pa.RecordBatch]:
     """Records ``[start, end)`` of one partition as Arrow batches; fails if none comes for ``readTimeoutSeconds``.
 
@@ -330,7 +214,7 @@ def partition_read(options: Mapping[str, str], span: PartitionRange) -> Iterator
     options = options_lowered(options)
     idle_limit = float(options.get(READ_TIMEOUT_OPTION, "60"))
     decoding = ValueDecoding(options, span.topic, span.partition)
-    consumer = Consumer(consumer_config(options))
+    consumer = Consumer(reader_config(options))
     columns: dict[str, list[Any]] = {name: [] for name in _ARROW_SCHEMA.names}
     try:
         consumer.assign([TopicPartition(span.topic, span.partition, span.start)])
@@ -395,7 +279,7 @@ class KafkaBatchReader(DataSourceReader):
         self.topic = self.options["topic"]
 
     def partitions(self) -> Sequence[InputPartition]:
-        consumer = Consumer(consumer_config(self.options))
+        consumer = Consumer(reader_config(self.options))
         try:
             numbers = topic_partitions(consumer, self.topic)
             starts = partition_starts(consumer, self.topic, numbers)
@@ -422,7 +306,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     @property
     def consumer(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = Consumer(consumer_config(self.options))
+            self._consumer = Consumer(reader_config(self.options))
         return self._consumer
 
     def initialOffset(self) -> dict[str, Any]:

@@ -6,7 +6,8 @@ written as they came to the dead-letter topic with headers naming the rule and t
 record. Offsets are in Spark's checkpoint and are committed after the batch's writes: a job
 killed mid-batch repeats that batch when restarted (at-least-once, see docs/pipeline.md).
 
-No Django import here either: :func:`pipeline.runner.pipeline_spec` turns the model into a :class:`PipelineSpec`.
+The job is given a :class:`~pipeline.spec.PipelineSpec` (:func:`pipeline.runner.pipeline_spec` makes it from
+the model), reads by :mod:`pipeline.sources` and reports by :mod:`pipeline.progress`. No Django import here either.
 """
 
 from __future__ import annotations
@@ -15,29 +16,20 @@ import functools
 import os
 import re
 import sys
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
-from pyspark.sql.types import StructType
+from pyspark.sql.streaming import StreamingQuery
 
-from .datasource import (
-    FORMAT_NAME,
-    REGISTRY_OPTION,
-    VALUE_AVRO_SCHEMA_OPTION,
-    VALUE_FORMAT_OPTION,
-    KafkaDataSource,
-)
+from .datasource import KafkaDataSource
 from .kafka_write import PRODUCED_COUNT_SCHEMA, batches_produce_counted
+from .progress import BatchProgress, BatchTiming, TimingListener
+from .sources import source_stream
+from .spec import HEADERS_TYPE, KafkaFormat, PipelineError, PipelineSpec
 from .validation import RULE_COLUMN, schema_record_type, schema_validation
 
-KafkaFormat = Literal["python", "kafka"]
-HEADERS_TYPE = "array<struct<key: string, value: binary>>"
 # Headers a dead letter carries on top of the record's own.
 RULE_HEADER = "sluice.rule"
 TOPIC_HEADER = "sluice.topic"
@@ -45,125 +37,6 @@ PARTITION_HEADER = "sluice.partition"
 OFFSET_HEADER = "sluice.offset"
 METADATA_COLUMNS = ("_key", "_topic", "_partition", "_offset", "_timestamp")
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class PipelineError(RuntimeError):
-    """The pipeline cannot run as configured, or its Spark query failed."""
-
-
-@dataclass(frozen=True)
-class PipelineSpec:
-    """Everything the Spark job needs to know about a pipeline."""
-
-    name: str
-    bootstrap: str
-    json_schema: Any
-    sink_topic: str
-    checkpoint_location: str
-    source_topic: str = ""
-    source_files: str = ""
-    source_format: str = "json"
-    sql: str = "SELECT * FROM input"
-    key_field: str = ""
-    header_fields: dict[str, str] = field(default_factory=dict)
-    dead_letter_topic: str = ""
-    trigger_seconds: int = 5
-    # The cluster's other librdkafka properties (TLS, SASL), resolved: options of every Kafka read and write.
-    kafka_properties: dict[str, str] = field(default_factory=dict)
-    # A checkpoint outside the source topic's log: fail, earliest or latest; resets are noted in reset_log.
-    on_offset_reset: str = "fail"
-    reset_log: str = ""
-    # The source topic's value format (its Topic row's): the Kafka source decodes values to JSON text.
-    # The registry is as written (``${env.NAME}`` references are read by the workers); skipped
-    # records (values that do not decode) are noted in skip_log.
-    value_format: str = "text"
-    value_avro_schema: str = ""
-    registry: str = ""
-    skip_log: str = ""
-
-    def kafka_options(self, *, prefix_bootstrap: str) -> dict[str, str]:
-        """The Kafka options of a read or write: the bootstrap under ``prefix_bootstrap``, the rest as ``kafka.*``."""
-        return {prefix_bootstrap: self.bootstrap, **{f"kafka.{k}": v for k, v in self.kafka_properties.items()}}
-
-
-@dataclass(frozen=True)
-class BatchProgress:
-    """What one micro-batch did."""
-
-    batch_id: int
-    records_in: int
-    records_valid: int
-    records_invalid: int
-    rules: dict[str, int]
-
-    def __str__(self) -> str:
-        rules = ", ".join(f"{rule} {count}" for rule, count in sorted(self.rules.items()))
-        line = (
-            f"batch {self.batch_id}: {self.records_in} in, {self.records_valid} valid, {self.records_invalid} invalid"
-        )
-        return f"{line} ({rules})" if rules else line
-
-
-@dataclass(frozen=True)
-class BatchTiming:
-    """Where one micro-batch's time went, as Spark's progress reports it (``durationMs``, in ms).
-
-    ``triggerExecution`` is the whole batch; ``latestOffset`` and ``getBatch`` ask the source,
-    ``queryPlanning`` plans it, ``walCommit`` and ``commitOffsets`` write the checkpoint,
-    ``addBatch`` is the ``foreachBatch`` (validate, count, shape, write).
-    """
-
-    batch_id: int
-    rows: int
-    durations: dict[str, int]
-
-    # The parts in the order a batch goes through them.
-    PARTS = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets")
-
-    def __str__(self) -> str:
-        parts = ", ".join(f"{name} {self.durations[name]}" for name in self.PARTS if name in self.durations)
-        total = self.durations.get("triggerExecution", 0)
-        return f"batch {self.batch_id} timing: {total} ms for {self.rows} rows ({parts})"
-
-
-class _TimingListener(StreamingQueryListener):
-    """Hands each batch of one query that read records to ``on_timing``, once, as soon as Spark reports it.
-
-    Spark's listener bus delivers progress asynchronously; :meth:`flush` reports what it had not
-    delivered when the query ended, from the query's own record of its recent batches.
-    """
-
-    def __init__(self, query_name: str, on_timing: Callable[[BatchTiming], None]) -> None:
-        self.query_name = query_name
-        self.on_timing = on_timing
-        self.reported: set[int] = set()
-        self.lock = threading.Lock()
-
-    def report(self, progress: Any) -> None:
-        if progress.name != self.query_name or not progress.numInputRows:
-            return
-        with self.lock:
-            if progress.batchId in self.reported:
-                return
-            self.reported.add(progress.batchId)
-        durations = {str(k): int(v) for k, v in progress.durationMs.items()}
-        self.on_timing(BatchTiming(int(progress.batchId), int(progress.numInputRows), durations))
-
-    def flush(self, query: StreamingQuery) -> None:
-        for progress in query.recentProgress:
-            self.report(progress)
-
-    def onQueryStarted(self, event: Any) -> None:
-        pass
-
-    def onQueryProgress(self, event: Any) -> None:
-        self.report(event.progress)
-
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
-    def onQueryTerminated(self, event: Any) -> None:
-        pass
 
 
 def spark_session(
@@ -191,104 +64,6 @@ def spark_session(
     session.sparkContext.setLogLevel(log_level)
     session.dataSource.register(KafkaDataSource)
     return session
-
-
-def source_stream(spark: SparkSession, spec: PipelineSpec, kafka_format: KafkaFormat) -> DataFrame:
-    """The pipeline's source as a stream of Kafka-shaped records (key, value, headers, topic, partition, offset...)."""
-    if spec.source_topic:
-        if kafka_format == "kafka":
-            if spec.value_format not in ("text", "json"):
-                raise PipelineError(
-                    f"pipeline {spec.name}: topic {spec.source_topic} has {spec.value_format} values, which only "
-                    f"Sluice's Kafka source decodes: run it with --kafka-format python"
-                )
-            raw = (
-                spark.readStream.format("kafka")
-                .options(**spec.kafka_options(prefix_bootstrap="kafka.bootstrap.servers"))
-                .option("failOnDataLoss", "true" if spec.on_offset_reset == "fail" else "false")
-                .option("subscribe", spec.source_topic)
-                .option("startingOffsets", "earliest")
-                .option("includeHeaders", "true")
-                .load()
-            )
-        else:
-            raw = (
-                spark.readStream.format(FORMAT_NAME)
-                .options(**spec.kafka_options(prefix_bootstrap="bootstrap"))
-                .option("topic", spec.source_topic)
-                .option("pipeline", spec.name)
-                .option("on_offset_reset", spec.on_offset_reset)
-                .option("reset_log", spec.reset_log)
-                .option(VALUE_FORMAT_OPTION, spec.value_format)
-                .option(VALUE_AVRO_SCHEMA_OPTION, spec.value_avro_schema)
-                .option(REGISTRY_OPTION, spec.registry)
-                .option("skip_log", spec.skip_log)
-                .load()
-            )
-        return raw.select(
-            "key",
-            "value",
-            F.col("headers").cast(HEADERS_TYPE).alias("headers"),
-            "topic",
-            "partition",
-            "offset",
-            "timestamp",
-        )
-    return _files_stream(spark, spec)
-
-
-def _files_stream(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
-    """Files as records: each JSON line, or each CSV or Parquet row turned into a JSON object, is a value."""
-    reader = spark.readStream
-    if spec.source_format == "json":
-        frame = reader.format("text").load(spec.source_files)
-        value = F.col("value")
-    else:
-        if spec.source_format == "csv":
-            columns = _csv_schema(spark, spec)
-            frame = reader.format("csv").option("header", "true").schema(columns).load(spec.source_files)
-        elif spec.source_format == "parquet":
-            try:
-                inferred = spark.read.parquet(spec.source_files).schema
-            except Exception as exc:
-                raise PipelineError(f"cannot read the Parquet schema of {spec.source_files}: {exc}") from exc
-            frame = reader.format("parquet").schema(inferred).load(spec.source_files)
-        else:
-            raise PipelineError(f"unknown file format {spec.source_format!r}")
-        value = F.to_json(F.struct(*[F.col(f"`{name}`") for name in frame.columns]))
-    return frame.select(
-        F.lit(None).cast("binary").alias("key"),
-        value.cast("binary").alias("value"),
-        F.lit(None).cast(HEADERS_TYPE).alias("headers"),
-        F.col("_metadata.file_path").alias("topic"),
-        F.lit(None).cast("int").alias("partition"),
-        F.lit(None).cast("bigint").alias("offset"),
-        F.col("_metadata.file_modification_time").alias("timestamp"),
-    )
-
-
-def _csv_schema(spark: SparkSession, spec: PipelineSpec) -> StructType:
-    """The columns of the CSV files' header line, typed as the schema says (arrays and objects as text).
-
-    Spark maps a given schema onto CSV columns by position, so it follows the header of the
-    files there now; files added later must share it. A cell that does not parse as its column's
-    type is read as NULL and left out of the JSON value: ``required`` is what catches it.
-    """
-    from pyspark.sql.types import ArrayType, StringType, StructField
-
-    try:
-        header = spark.read.option("header", "true").csv(spec.source_files).columns
-    except Exception as exc:
-        raise PipelineError(f"cannot read the CSV header of {spec.source_files}: {exc}") from exc
-    types = {f.name: f.dataType for f in schema_record_type(spec.json_schema).fields}
-    return StructType(
-        [
-            StructField(
-                name, StringType() if isinstance(types.get(name), ArrayType | StructType | None) else types[name]
-            )
-            for name in header
-        ]
-    )
 
 
 def _header(name: str, value: Column) -> Column:
@@ -462,7 +237,7 @@ def pipeline_run(
     ``on_timing`` gets each batch's :class:`BatchTiming`: from Spark's listener thread shortly after the batch,
     or, for batches it had not delivered when the query ended, then.
     """
-    timing = _TimingListener(query_name(spec), on_timing) if on_timing is not None else None
+    timing = TimingListener(query_name(spec), on_timing) if on_timing is not None else None
     if timing is not None:
         spark.streams.addListener(timing)
     try:

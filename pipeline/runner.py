@@ -18,10 +18,12 @@ from streams.core.formats.spec import REGISTRY_FORMATS, FormatError, RecordForma
 from streams.models import Topic
 
 from .conf import pipeline_settings
-from .job import BatchProgress, BatchTiming, KafkaFormat, PipelineError, PipelineSpec, pipeline_run, spark_session
+from .job import pipeline_run, spark_session
 from .models import Pipeline, PipelineRun
+from .progress import BatchProgress, BatchTiming
 from .schema_fetch import RegistryError
 from .services import pipeline_run_finish, pipeline_run_offset_resets, pipeline_run_progress, pipeline_run_start
+from .spec import KafkaFormat, PipelineError, PipelineSpec
 
 logger = logging.getLogger("sluice.pipeline")
 
@@ -173,6 +175,31 @@ def pipeline_spec(
     )
 
 
+def pipeline_enabled(name: str) -> Pipeline:
+    """The enabled pipeline called ``name``, its schema with it; :class:`PipelineError` if there is none."""
+    try:
+        pipeline = Pipeline.objects.select_related("schema").get(name=name)
+    except Pipeline.DoesNotExist:
+        raise PipelineError(f"there is no pipeline called {name!r}") from None
+    if not pipeline.enabled:
+        raise PipelineError(f"pipeline {name!r} is disabled")
+    return pipeline
+
+
+def pipeline_cluster(pipeline: Pipeline) -> tuple[ClusterSpec, dict[str, str]]:
+    """The Kafka of the pipeline's source topic (the default cluster for a file source) and its client settings.
+
+    Secrets are resolved now; :class:`PipelineError` if the cluster cannot be reached as configured.
+    """
+    cluster = topic_cluster(pipeline.source_topic) if pipeline.source_topic else default_cluster()
+    if not cluster.bootstrap:
+        raise PipelineError("KAFKA_BOOTSTRAP_SERVERS is not set")
+    try:
+        return cluster, cluster_client(cluster)
+    except ClusterError as exc:
+        raise PipelineError(str(exc)) from exc
+
+
 def pipeline_execute(
     name: str,
     *,
@@ -188,20 +215,8 @@ def pipeline_execute(
     ``reset_checkpoint`` starts over on purpose: the checkpoint (a local directory) is removed first.
     ``timings`` also prints where each batch's time went (:class:`BatchTiming`); it is logged at DEBUG anyway.
     """
-    try:
-        pipeline = Pipeline.objects.select_related("schema").get(name=name)
-    except Pipeline.DoesNotExist:
-        raise PipelineError(f"there is no pipeline called {name!r}") from None
-    if not pipeline.enabled:
-        raise PipelineError(f"pipeline {name!r} is disabled")
-    # The Kafka of its source topic (the default cluster for a file source), secrets resolved now.
-    cluster = topic_cluster(pipeline.source_topic) if pipeline.source_topic else default_cluster()
-    if not cluster.bootstrap:
-        raise PipelineError("KAFKA_BOOTSTRAP_SERVERS is not set")
-    try:
-        client = cluster_client(cluster)
-    except ClusterError as exc:
-        raise PipelineError(str(exc)) from exc
+    pipeline = pipeline_enabled(name)
+    cluster, client = pipeline_cluster(pipeline)
     kafka_source = pipeline.source_kind == Pipeline.SourceKind.KAFKA and bool(pipeline.source_topic)
     formats = source_formats(pipeline.source_topic) if kafka_source else RecordFormats()
     resets = OffsetResets()

@@ -3,7 +3,7 @@
 A :class:`SchemaCheck` holds one compiled JSON Schema validator. The hub asks it
 about a record at most once (the verdict is kept on the record), so a schema
 costs one validation per record, not one per record per client. Registry
-schemas are fetched through confluent-kafka's ``SchemaRegistryClient`` and kept
+schemas are fetched through the registry client of :mod:`streams.core.formats.registry` and kept
 per (registry, subject, version); a "latest" lookup is refreshed every
 ``LATEST_SECONDS``.
 
@@ -12,6 +12,7 @@ No Django here: this runs on the hub's hot path.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -23,6 +24,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
+from streams.core.formats.registry import registry_client
 from streams.core.records import Record
 
 logger = logging.getLogger("sluice.schemas")
@@ -37,8 +39,8 @@ LOG_INTERVAL_SECONDS = 10.0
 # After a failed registry request, the same lookup fails at once for this long: the route
 # table is rebuilt every second or so, and must not wait on a registry that is down.
 FAILURE_SECONDS = 10.0
-# Seconds a registry request may take (the client's own default is longer).
-REGISTRY_TIMEOUT_SECONDS = 5
+# The registry client repeats a failed request once itself before the failure is remembered.
+REGISTRY_CLIENT_RETRIES = 1
 
 
 class SchemaUnavailable(Exception):
@@ -139,7 +141,7 @@ class RegistrySchemas:
     """Schemas from Confluent-compatible registries: one client per URL, one fetch per subject version."""
 
     def __init__(self, client_factory: Callable[[str], Any] | None = None) -> None:
-        self._client_factory = client_factory or _registry_client
+        self._client_factory = client_factory or functools.partial(registry_client, retries=REGISTRY_CLIENT_RETRIES)
         self._clients: dict[str, Any] = {}
         self._latest: dict[tuple[str, str], tuple[float, int]] = {}
         self._failed: dict[str, tuple[float, SchemaUnavailable]] = {}
@@ -206,12 +208,6 @@ class RegistrySchemas:
             raise self._failure(lookup, error) from exc
         self._latest[(url, subject)] = (now, version)
         return version
-
-
-def _registry_client(url: str) -> Any:
-    from confluent_kafka.schema_registry import SchemaRegistryClient
-
-    return SchemaRegistryClient({"url": url, "timeout": REGISTRY_TIMEOUT_SECONDS, "max.retries": 1})
 
 
 registry_schemas = RegistrySchemas()

@@ -10,7 +10,6 @@ import asyncio
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,16 +20,17 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from streams.core.clusters import client_settings
 from streams.core.formats.registry import RegistryUnavailable
 from streams.core.records import Record
+from streams.core.retry import RetriesStopped, RetryPolicy, call_retried
 from streams.fanout.diagnosis import ClusterDiagnosis
+from streams.fanout.kafka_config import consumer_config
 from streams.fanout.pacing import FetchWait, Linger, backlog_wait_ms, fetch_wait_ms
 
 logger = logging.getLogger("sluice.kafka")
 
 # Makes a Record of a fetched message: as it is, or decoded by the topic's formats.
 RecordMake = Callable[[Any], Record]
-# Waits between tries of a record whose schema registry does not answer.
-REGISTRY_RETRY_FIRST_SECONDS = 0.1
-REGISTRY_RETRY_MAX_SECONDS = 2.0
+# Waits between tries of a record whose schema registry does not answer: for as long as it takes.
+REGISTRY_RETRY = RetryPolicy((RegistryUnavailable,), first_seconds=0.1, max_seconds=2.0)
 
 
 class KafkaUnavailable(Exception):
@@ -59,27 +59,6 @@ class PartitionEnd:
 
     partition: int
     offset: int
-
-
-def consumer_config(client: dict[str, Any] | str, **extra: Any) -> dict[str, Any]:
-    """Settings shared by every consumer Sluice makes: the cluster's (``client``), no group, no commits."""
-    cluster = client_settings(client)
-    config: dict[str, Any] = {
-        # librdkafka wants a group id even for assign(); it is never joined.
-        "group.id": f"sluice-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
-        "enable.partition.eof": True,
-        "fetch.wait.max.ms": 100,
-        "socket.keepalive.enable": True,
-        # Records of aborted transactions are never delivered (librdkafka's default, stated).
-        "isolation.level": "read_committed",
-        "log_level": 3,
-    }
-    config.update(cluster)
-    config.update(extra)
-    return config
 
 
 class KafkaAccess:
@@ -376,22 +355,35 @@ class LiveFetcher:
         record before the one that waits; the wait backs off, and the topic's streams
         stay open (their heartbeats come from the loop, not from here).
         """
-        delay = REGISTRY_RETRY_FIRST_SECONDS
-        while True:
-            try:
-                record = self._record_make(message)
-            except RegistryUnavailable as exc:
-                if self.registry_waiting is None:
-                    logger.warning("topic %s waits for its schema registry: %s", self.topic, exc)
-                self.registry_waiting = str(exc)
-                if batch:
-                    self._deliver(list(batch))
-                    batch.clear()
-                if self._stopping.wait(delay):
-                    return None
-                delay = min(delay * 2, REGISTRY_RETRY_MAX_SECONDS)
-                continue
-            if self.registry_waiting is not None:
-                logger.warning("topic %s: its schema registry answers again", self.topic)
-                self.registry_waiting = None
-            return record
+        try:
+            record: Record | None = self._record_make(message)
+        except RegistryUnavailable as exc:
+            record = self._record_waited(message, batch, exc)
+            if record is None:
+                return None
+        if self.registry_waiting is not None:
+            logger.warning("topic %s: its schema registry answers again", self.topic)
+            self.registry_waiting = None
+        return record
+
+    def _record_waited(
+        self, message: Any, batch: list[Record | PartitionEnd], failed: RegistryUnavailable
+    ) -> Record | None:
+        def waiting(exc: Exception, delay: float) -> None:
+            if self.registry_waiting is None:
+                logger.warning("topic %s waits for its schema registry: %s", self.topic, exc)
+            self.registry_waiting = str(exc)
+            if batch:
+                self._deliver(list(batch))
+                batch.clear()
+
+        try:
+            return call_retried(
+                lambda: self._record_make(message),
+                REGISTRY_RETRY,
+                on_retry=waiting,
+                wait=self._stopping.wait,
+                failed=failed,
+            )
+        except RetriesStopped:
+            return None

@@ -17,10 +17,10 @@ from pipeline.datasource import (
     KafkaReadError,
     KafkaStreamReader,
     PartitionRange,
-    consumer_config,
     partition_ends,
     partition_read,
     ranges_group,
+    reader_config,
 )
 from pipeline.models import PipelineRun
 from pipeline.services import pipeline_upsert
@@ -214,7 +214,7 @@ def test_partition_ends_are_found_while_records_keep_arriving(kafka: Any) -> Non
 
     writer = threading.Thread(target=produce, daemon=True)
     writer.start()
-    consumer = Consumer(consumer_config({"bootstrap": kafka.bootstrap}))
+    consumer = Consumer(reader_config({"bootstrap": kafka.bootstrap}))
     try:
         while sum(produced) < 200:
             stop.wait(0.01)

@@ -13,10 +13,13 @@ from typing import Any
 import fastavro
 import pytest
 
-from pipeline import datasource
-from pipeline.datasource import ValueDecoding, value_formats
-from pipeline.job import PipelineError, PipelineSpec, source_stream
+from pipeline import value_decoding
+from pipeline.sources import source_stream
+from pipeline.spec import PipelineError, PipelineSpec
+from pipeline.value_decoding import ValueDecoding, value_formats
+from streams.core.formats.registry import RegistryUnavailable
 from streams.core.formats.spec import FormatError
+from streams.core.retry import RetryPolicy
 from tests.support.kafka_messages import FakeMessage
 from tests.support.schema_registry import registry_running
 
@@ -89,8 +92,7 @@ def test_a_registry_outage_is_waited_out_never_skipped(monkeypatch: pytest.Monke
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    monkeypatch.setattr(datasource, "REGISTRY_RETRY_FIRST_SECONDS", 0.05)
-    monkeypatch.setattr(datasource, "REGISTRY_RETRY_MAX_SECONDS", 0.2)
+    monkeypatch.setattr(value_decoding, "REGISTRY_RETRY", RetryPolicy((RegistryUnavailable,), 0.05, 0.2))
     with registry_running() as server:
         serialize = AvroSerializer(SchemaRegistryClient({"url": server.registry.url}), json.dumps(SCHEMA))
         data = bytes(serialize({"match": "m1"}, SerializationContext("raw", MessageField.VALUE)))

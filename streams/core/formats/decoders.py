@@ -16,34 +16,26 @@ id and message index.
 from __future__ import annotations
 
 import io
-import json
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from streams.core.formats.protobuf import protobuf_file
 from streams.core.formats.registry import RegistryUnavailable, Undecodable, registry_client, registry_failure
-from streams.core.formats.spec import AVRO, AVRO_INLINE, JSON, JSONSCHEMA, PROTOBUF, FieldFormat, FormatError
+from streams.core.formats.spec import (
+    AVRO,
+    AVRO_INLINE,
+    JSON,
+    JSONSCHEMA,
+    PROTOBUF,
+    FieldFormat,
+    FormatError,
+    avro_schema_parse,
+)
 
 Decoder = Callable[[bytes], Any]
-
-
-def avro_schema_parse(text: str, *, field: str) -> Any:
-    """A parsed Avro schema (fastavro); :class:`FormatError` on ``field`` if it is not one."""
-    import fastavro
-
-    try:
-        return fastavro.parse_schema(json.loads(text))
-    except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as exc:
-        raise FormatError(field, f"not an Avro schema: {exc}") from exc
-
-
-def _is_registry_error(exc: Exception) -> bool:
-    from confluent_kafka.schema_registry.error import SchemaRegistryError
-
-    module = type(exc).__module__
-    return isinstance(exc, (SchemaRegistryError, OSError)) or module.startswith(("httpx", "httpcore"))
 
 
 class _RegistryDecoder:
@@ -76,9 +68,7 @@ class _RegistryDecoder:
         try:
             return deserializer(data, self.context)
         except Exception as exc:
-            if _is_registry_error(exc):
-                raise registry_failure(exc, self.url) from exc
-            raise Undecodable(f"{type(exc).__name__}: {exc}") from exc
+            raise registry_failure(exc, self.url) from exc
 
 
 class AvroDecoder(_RegistryDecoder):
@@ -116,9 +106,7 @@ class AvroDecoder(_RegistryDecoder):
         try:
             parsed = self._deserializer._get_parsed_schema(self.client.get_schema(number))
         except Exception as exc:
-            if _is_registry_error(exc):
-                raise registry_failure(exc, self.url) from exc
-            raise Undecodable(f"schema {number}: {type(exc).__name__}: {exc}") from exc
+            raise registry_failure(exc, self.url, f"schema {number}: ") from exc
         return self._schemas.setdefault(number, parsed)
 
 
@@ -173,11 +161,10 @@ class ProtobufDecoder(_RegistryDecoder):
         from google.protobuf.message_factory import GetMessageClass
 
         try:
-            described = protobuf_file(self.client, self.client.get_schema(schema_id, fmt="serialized"))
+            schema = self.client.get_schema(schema_id, fmt="serialized")
+            described = protobuf_file(schema.schema_str, client=self.client, schema=schema)
         except Exception as exc:
-            if _is_registry_error(exc):
-                raise registry_failure(exc, self.url) from exc
-            raise Undecodable(f"schema {schema_id}: {type(exc).__name__}: {exc}") from exc
+            raise registry_failure(exc, self.url, f"schema {schema_id}: ") from exc
         try:
             message = list(described.message_types_by_name.values())[indexes[0]]
             for index in indexes[1:]:
@@ -186,24 +173,6 @@ class ProtobufDecoder(_RegistryDecoder):
             raise Undecodable(f"schema {schema_id} has no message at index {list(indexes)}: {exc}") from exc
         with self._lock:
             return self._by_schema.setdefault((schema_id, indexes), GetMessageClass(message))
-
-
-def protobuf_file(client: Any, schema: Any) -> Any:
-    """The ``FileDescriptor`` of a registry Protobuf schema (asked for with ``fmt="serialized"``), references and all.
-
-    Built as confluent-kafka's Protobuf deserializer builds it: the well-known types
-    first, then the schema's references from the registry, then the file itself.
-    """
-    from confluent_kafka.schema_registry._sync.protobuf import _resolve_named_schema
-    from confluent_kafka.schema_registry.common.protobuf import _init_pool, _str_to_proto
-    from google.protobuf.descriptor_pool import DescriptorPool
-
-    pool = DescriptorPool()
-    _init_pool(pool)
-    _resolve_named_schema(schema, client, pool)
-    file_proto = _str_to_proto("default", schema.schema_str)
-    pool.Add(file_proto)
-    return pool.FindFileByName(file_proto.name)
 
 
 class AvroInlineDecoder:
@@ -247,4 +216,4 @@ def field_decoder(field_format: FieldFormat, topic: str, part: str, registry_url
     return None
 
 
-__all__ = ["Decoder", "RegistryUnavailable", "Undecodable", "avro_schema_parse", "field_decoder"]
+__all__ = ["Decoder", "RegistryUnavailable", "Undecodable", "field_decoder"]

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from streams.core.formats.protobuf import protobuf_file
 from streams.core.formats.spec import AVRO, AVRO_INLINE, JSONSCHEMA, PROTOBUF, TEXT, RecordFormats
 
 _AVRO_PRIMITIVES: dict[str, dict[str, Any]] = {
@@ -221,13 +222,6 @@ def _registry_schema(kind: str, text: str) -> dict[str, Any]:
     if kind == JSONSCHEMA:
         document = json.loads(text)
         return document if isinstance(document, dict) else {}
-    from confluent_kafka.schema_registry.common.protobuf import _init_pool, _str_to_proto
-    from google.protobuf.descriptor_pool import DescriptorPool
-
-    pool = DescriptorPool()
-    _init_pool(pool)
-    file_proto = _str_to_proto("default", text)
-    pool.Add(file_proto)
-    described = pool.FindFileByName(file_proto.name)
+    described = protobuf_file(text)
     first = next(iter(described.message_types_by_name.values()))
     return protobuf_json_schema(first)

@@ -1,4 +1,4 @@
-"""Schema registry clients, one per registry, and what a failed lookup means for a record.
+"""The schema registry client, one per registry, and what a failed lookup means for a record.
 
 A registry that answers "not found" (or another 4xx) for a record's schema id
 makes that record undecodable: it is skipped. A registry that does not answer
@@ -13,7 +13,7 @@ from typing import Any
 
 from streams.core.formats.spec import registry_redacted
 
-# Seconds one registry request may take; the caller retries with backoff, so the client does not.
+# Seconds one registry request may take (the client's own default is longer).
 REQUEST_TIMEOUT_SECONDS = 5
 
 
@@ -25,25 +25,44 @@ class RegistryUnavailable(Exception):
     """The schema registry does not answer: try the record again later."""
 
 
-_clients: dict[str, Any] = {}
+_clients: dict[tuple[str, int], Any] = {}
 _lock = threading.Lock()
 
 
-def registry_client(url: str) -> Any:
-    """The process's ``SchemaRegistryClient`` for ``url`` (resolved; credentials in its user part)."""
+def registry_client(url: str, *, retries: int = 0) -> Any:
+    """The process's ``SchemaRegistryClient`` for ``url`` (resolved; credentials in its user part).
+
+    ``retries`` is how many times the client itself repeats a failed request: none
+    for the record decoders (their callers retry with backoff), one for the message
+    schema checks (a failure there is remembered for a while).
+    """
     with _lock:
-        client = _clients.get(url)
+        client = _clients.get((url, retries))
         if client is None:
             from confluent_kafka.schema_registry import SchemaRegistryClient
 
-            client = _clients[url] = SchemaRegistryClient(
-                {"url": url, "timeout": REQUEST_TIMEOUT_SECONDS, "max.retries": 0}
+            client = _clients[(url, retries)] = SchemaRegistryClient(
+                {"url": url, "timeout": REQUEST_TIMEOUT_SECONDS, "max.retries": retries}
             )
         return client
 
 
-def registry_failure(exc: Exception, url: str) -> Exception:
-    """What a registry lookup's exception means: :class:`Undecodable` or :class:`RegistryUnavailable`."""
+def _from_registry(exc: Exception) -> bool:
+    """Whether ``exc`` came from asking the registry (its answer, or no answer), not from the record's bytes."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    module = type(exc).__module__
+    return isinstance(exc, (SchemaRegistryError, OSError)) or module.startswith(("httpx", "httpcore"))
+
+
+def registry_failure(exc: Exception, url: str, what: str = "") -> Undecodable | RegistryUnavailable:
+    """What a failed decode or registry lookup means: :class:`Undecodable` or :class:`RegistryUnavailable`.
+
+    An error that did not come from the registry is about the record: undecodable,
+    its message prefixed by ``what``.
+    """
+    if not _from_registry(exc):
+        return Undecodable(f"{what}{type(exc).__name__}: {exc}")
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
     where = registry_redacted(url)

@@ -41,6 +41,16 @@ class FormatError(ValueError):
         self.field = field
 
 
+def avro_schema_parse(text: str, *, field: str) -> Any:
+    """A parsed Avro schema (fastavro); :class:`FormatError` on ``field`` if it is not one."""
+    import fastavro
+
+    try:
+        return fastavro.parse_schema(json.loads(text))
+    except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as exc:
+        raise FormatError(field, f"not an Avro schema: {exc}") from exc
+
+
 def registry_problem(url: str) -> str | None:
     """Why ``url`` cannot be a schema registry address, or None.
 
@@ -121,8 +131,6 @@ class RecordFormats:
             if field_format.name == AVRO_INLINE:
                 if not field_format.inline_schema:
                     raise FormatError(f"{part}_avro_schema", f"{part} format avro-inline needs the writer schema")
-                from streams.core.formats.decoders import avro_schema_parse
-
                 avro_schema_parse(field_format.inline_schema, field=f"{part}_avro_schema")
         problem = registry_problem(self.registry)
         if problem is not None:

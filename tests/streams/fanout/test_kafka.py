@@ -22,6 +22,7 @@ from streams.fanout.kafka import (
     TopicNotFound,
     consumer_config,
 )
+from streams.fanout.kafka_config import ConsumerDefaults
 
 
 @dataclass
@@ -132,6 +133,14 @@ def test_consumer_config_never_joins_a_group_and_takes_extras() -> None:
     assert config["enable.partition.eof"] is True
     assert config["fetch.wait.max.ms"] == 5
     assert consumer_config("k:9092")["group.id"] != config["group.id"]  # a group id nobody else has
+
+
+def test_consumer_config_defaults_under_the_clusters_settings() -> None:
+    defaults = ConsumerDefaults("readers", fetch_wait_ms=10, log_level=0)
+    config = consumer_config({"bootstrap.servers": "k:9092", "log_level": "7"}, defaults)
+    assert config["group.id"] == "readers"
+    assert config["fetch.wait.max.ms"] == 10
+    assert config["log_level"] == "7"  # the cluster's settings win over the defaults
 
 
 async def test_partitions_unknown_topic_and_unavailable(consumers: list[FakeConsumer]) -> None:
