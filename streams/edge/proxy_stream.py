@@ -1,30 +1,23 @@
-"""A relayed upstream SSE stream (``sse-proxy`` routes, SPEC 3): admit, join the upstream, relay."""
+"""A relayed upstream SSE stream (``sse-proxy`` routes, SPEC 3): join the shared upstream, relay it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Callable
-from functools import partial
 
-from streams.core.asgi import Receive, Send
-from streams.core.errors import StreamError, UpstreamNotAvailable, UpstreamRefused
+from streams.core.errors import UpstreamNotAvailable, UpstreamRefused
 from streams.core.routes import RouteSpec
-from streams.edge.admission import stream_admit
 from streams.edge.reauthorization import CHALLENGE_FRAME
-from streams.edge.request import StreamRequest
-from streams.edge.responses import send_error, stream_finish, stream_start
-from streams.edge.runtime import process_upstreams
-from streams.edge.stream import route_serve
-from streams.edge.teardown import future_then, stream_teardown
+from streams.edge.source import future_then
 from streams.fanout.sinks import Sink
-from streams.proxy.upstream import ProxySubscriber, Upstream, UpstreamError
+from streams.proxy.upstream import ProxySubscriber, Upstream, UpstreamError, Upstreams
 
 logger = logging.getLogger("sluice.streams")
 
 
 class RelayedStream:
-    """A :class:`~streams.edge.stream.StreamSource` over one subscriber of a shared upstream."""
+    """A :class:`~streams.edge.source.StreamSource` over one subscriber of a shared upstream."""
 
     def __init__(self, route: RouteSpec, upstream: Upstream, sub: ProxySubscriber) -> None:
         self.route = route
@@ -57,30 +50,10 @@ class RelayedStream:
         self.upstream.unsubscribe(self.sub)
 
 
-async def proxy_stream(route: RouteSpec, request: StreamRequest, receive: Receive, send: Send) -> None:
-    """Serve one request of an ``sse-proxy`` route until either side ends."""
-    try:
-        request.method_check(route)
-        principal = await stream_admit(route, request.scope, request.query)
-        last = request.last_event_id_raw()
-        if request.method == "HEAD":
-            await stream_start(send)
-            await stream_finish(send)
-            return
-        upstream, sub = await upstream_join(route, last)
-    except StreamError as error:
-        await send_error(send, error)
-        return
-    stream = RelayedStream(route, upstream, sub)
-    # Deferred first, so it also runs when the token's deadline could not be registered.
-    stream_teardown(request.scope).defer(partial(upstream.unsubscribe, sub))
-    await route_serve(route, request, receive, send, stream, principal)
-
-
-async def upstream_join(route: RouteSpec, last: str | None) -> tuple[Upstream, ProxySubscriber]:
+async def upstream_join(upstreams: Upstreams, route: RouteSpec, last: str | None) -> tuple[Upstream, ProxySubscriber]:
     """Join (or open) the route's upstream from ``last``; a refusal names the upstream's answer."""
     try:
-        return await process_upstreams().subscribe(
+        return await upstreams.subscribe(
             route.upstream,
             last,
             retry_ms=route.retry_ms,

@@ -45,8 +45,6 @@ class Command(BaseCommand):
         parser.add_argument("--verbosity-daphne", type=int, default=1, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from streams.clusters import kafka_bootstrap_use
-        from streams.edge.runtime import process_hubs_stop
         from streams.server.gateway import ServeError, ServeOptions, TLSFiles, gateway_serve, gateway_supervise
 
         tls_asked = bool(options["tls_cert"] or options["self_signed"])
@@ -64,8 +62,6 @@ class Command(BaseCommand):
         if workers > 1 and tls_asked:
             raise CommandError("--workers above 1 serves plain HTTP only; terminate TLS in front, or use one worker")
         with self.kafka(options["kafka_bootstrap"]) as bootstrap:
-            if bootstrap != streams_settings.KAFKA_BOOTSTRAP_SERVERS:
-                kafka_bootstrap_use(bootstrap)  # the embedded broker (ours, or our supervisor's)
             running = self.before_serving(bootstrap, options)
             try:
                 tls = None
@@ -89,7 +85,6 @@ class Command(BaseCommand):
             except ServeError as exc:
                 raise CommandError(str(exc)) from exc
             finally:
-                process_hubs_stop()
                 for part in reversed(running):
                     part.stop()
 
