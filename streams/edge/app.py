@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 
 from streams.core.asgi import Receive, Scope, Send
 from streams.edge.lifecycle import stream_request
-from streams.edge.routeset import MUX_PATH, RouteSet
 from streams.edge.runtime import RUNTIME_KEY, WorkerRuntime
+from streams.edge.streaming.routeset import MUX_PATH, RouteSet
 from streams.selectors import route_table
 
 

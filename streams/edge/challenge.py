@@ -2,7 +2,7 @@
 
 A guarded stream carries a :class:`StreamDeadline` per guard and identity of its
 members, from their tokens' ``exp``; it is registered with the re-authorization
-bus before the response starts (:meth:`~streams.edge.ending.StreamEnd.deadlines_register`),
+bus before the response starts (:meth:`~streams.edge.streaming.ending.StreamEnd.deadlines_register`),
 so a client that has seen ``200`` can already extend it. A ``POST`` with
 ``application/x-challenge-response`` and a fresh token moves the deadlines of its
 holder's open streams on every worker.
@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from guards.verification import Principal
 from streams.core.asgi import Send
 from streams.core.errors import ReauthorizationUnavailable, StreamError
-from streams.edge.admission import stream_admit
-from streams.edge.counters import challenges_answered
-from streams.edge.reauthorization import NotPublished, StreamDeadline
-from streams.edge.request import StreamRequest
-from streams.edge.responses import empty_answer, send_error
-from streams.edge.routeset import Member, RouteSet
+from streams.edge.authorization.admission import stream_admit
+from streams.edge.authorization.reauthorization import NotPublished, StreamDeadline
+from streams.edge.http.counters import challenges_answered
+from streams.edge.http.request import StreamRequest
+from streams.edge.http.responses import empty_answer, send_error
 from streams.edge.runtime import WorkerRuntime
+from streams.edge.streaming.routeset import Member, RouteSet
 
 
 def stream_deadlines(members: Sequence[Member]) -> list[StreamDeadline]:

@@ -1,12 +1,12 @@
 """One stream request from its first byte to the end of its stream, for one route or several.
 
-The request protocol is written once, for a :class:`~streams.edge.routeset.RouteSet`
+The request protocol is written once, for a :class:`~streams.edge.streaming.routeset.RouteSet`
 (a route's own path is a set of one): the address's slot (429), ``OPTIONS``
 (CORS preflight or the allowed methods), CORS headers on every other answer,
 the challenge response (``POST`` on a guarded path), then the stream: the
 method, every member admitted and opened before the response starts (or the
 start held while Kafka is away), the token's deadlines, and the response.
-The request's :class:`~streams.edge.ending.StreamEnd` is made here and handed
+The request's :class:`~streams.edge.streaming.ending.StreamEnd` is made here and handed
 down: it is where the stream ends.
 """
 
@@ -17,19 +17,19 @@ from functools import partial
 
 from streams.core.asgi import Receive, Scope, Send
 from streams.core.errors import KafkaNotAvailable, StreamError
+from streams.edge.authorization.reauthorization import CHALLENGE_CONTENT_TYPE
 from streams.edge.challenge import challenge_answer, stream_deadlines
-from streams.edge.cors import cors_headers, is_preflight, preflight_headers
-from streams.edge.ending import StreamEnd
-from streams.edge.mux_stream import MuxStream
-from streams.edge.opening import members_open
-from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE
-from streams.edge.request import StreamRequest
-from streams.edge.responses import empty_answer, send_error, send_with_headers, stream_finish, stream_start
-from streams.edge.routeset import RouteSet, mux_resolve
+from streams.edge.http.cors import cors_headers, is_preflight, preflight_headers
+from streams.edge.http.request import StreamRequest
+from streams.edge.http.responses import empty_answer, send_error, send_with_headers, stream_finish, stream_start
 from streams.edge.runtime import WorkerRuntime
-from streams.edge.source import StreamSource
-from streams.edge.stream import stream_serve
-from streams.edge.unavailable import stream_hold, temporary
+from streams.edge.streaming.ending import StreamEnd
+from streams.edge.streaming.mux_stream import MuxStream
+from streams.edge.streaming.opening import members_open
+from streams.edge.streaming.routeset import RouteSet, mux_resolve
+from streams.edge.streaming.source import StreamSource
+from streams.edge.streaming.stream import stream_serve
+from streams.edge.streaming.unavailable import stream_hold, temporary
 
 
 async def stream_request(

@@ -15,9 +15,9 @@ from channels.layers import get_channel_layer
 from streams.clusters import cluster_access, default_cluster, record_decoder
 from streams.conf import streams_settings
 from streams.core.clusters import ClusterSpec
-from streams.edge.limits import AddressSlots
-from streams.edge.reauthorization import Deadlines, ReauthorizationBus
-from streams.edge.reconfiguration import ConfigBus, OpenStreams
+from streams.edge.authorization.reauthorization import Deadlines, ReauthorizationBus
+from streams.edge.authorization.reconfiguration import ConfigBus, OpenStreams
+from streams.edge.http.limits import AddressSlots
 from streams.fanout.hubs import Hubs
 from streams.fanout.kafka import KafkaAccess
 from streams.proxy.upstream import Upstreams

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, disable_created_metrics, genera
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from streams.edge.counters import stream_metrics
+from streams.edge.http.counters import stream_metrics
 from streams.edge.runtime import WorkerRuntime
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from typing import Any
 from streams.core.closing import CloseReason
 from streams.core.errors import StreamError
 from streams.core.routes import RouteSpec, RouteTable
-from streams.edge.admission import stream_admit
-from streams.edge.reauthorization import ChannelLayer
+from streams.edge.authorization.admission import stream_admit
+from streams.edge.authorization.reauthorization import ChannelLayer
 
 logger = logging.getLogger("sluice.config")
 

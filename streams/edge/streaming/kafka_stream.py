@@ -20,10 +20,10 @@ from streams.core.formats.spec import FormatError
 from streams.core.ids import EventId
 from streams.core.routes import RouteSpec
 from streams.core.templating import ExpansionContext, TemplateError
-from streams.edge.access import access_log
-from streams.edge.counters import challenges_sent
-from streams.edge.reauthorization import CHALLENGE_FRAME
-from streams.edge.request import StreamRequest
+from streams.edge.authorization.reauthorization import CHALLENGE_FRAME
+from streams.edge.http.access import access_log
+from streams.edge.http.counters import challenges_sent
+from streams.edge.http.request import StreamRequest
 from streams.edge.runtime import WorkerRuntime
 from streams.fanout.hub import TopicHub
 from streams.fanout.kafka import KafkaUnavailable, TopicNotFound
@@ -36,7 +36,7 @@ logger = logging.getLogger("sluice.streams")
 
 
 class HubStream:
-    """A :class:`~streams.edge.source.StreamSource` over one hub subscription."""
+    """A :class:`~streams.edge.streaming.source.StreamSource` over one hub subscription."""
 
     __slots__ = ("route", "request", "hub", "plan", "filters", "started", "sub")
 

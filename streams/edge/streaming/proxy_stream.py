@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from streams.core.errors import UpstreamNotAvailable, UpstreamRefused
 from streams.core.routes import RouteSpec
-from streams.edge.reauthorization import CHALLENGE_FRAME
-from streams.edge.source import future_then
+from streams.edge.authorization.reauthorization import CHALLENGE_FRAME
+from streams.edge.streaming.source import future_then
 from streams.fanout.sinks import Sink
 from streams.proxy.upstream import ProxySubscriber, Upstream, UpstreamError, Upstreams
 
@@ -17,7 +17,7 @@ logger = logging.getLogger("sluice.streams")
 
 
 class RelayedStream:
-    """A :class:`~streams.edge.source.StreamSource` over one subscriber of a shared upstream."""
+    """A :class:`~streams.edge.streaming.source.StreamSource` over one subscriber of a shared upstream."""
 
     def __init__(self, route: RouteSpec, upstream: Upstream, sub: ProxySubscriber) -> None:
         self.route = route

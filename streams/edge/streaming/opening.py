@@ -11,12 +11,12 @@ from streams.core.errors import InvalidLastEventId, StreamError
 from streams.core.ids import EventId, EventIdError, progress_encode, progress_from_bytes
 from streams.core.mux.frames import kafka_part
 from streams.core.mux.ids import composite_decode
-from streams.edge.admission import stream_admit
-from streams.edge.kafka_stream import hub_stream_open
-from streams.edge.proxy_stream import RelayedStream, upstream_join
-from streams.edge.request import StreamRequest
-from streams.edge.routeset import Member, RouteSet
+from streams.edge.authorization.admission import stream_admit
+from streams.edge.http.request import StreamRequest
 from streams.edge.runtime import WorkerRuntime
+from streams.edge.streaming.kafka_stream import hub_stream_open
+from streams.edge.streaming.proxy_stream import RelayedStream, upstream_join
+from streams.edge.streaming.routeset import Member, RouteSet
 
 
 async def members_open(runtime: WorkerRuntime, routes: RouteSet, request: StreamRequest, started: float) -> RouteSet:

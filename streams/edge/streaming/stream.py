@@ -3,8 +3,8 @@
 Start the response, hand the stream's source a sink, let live reconfiguration
 and the token's deadline end it, and, off daphne, wait until the client or the
 source ends it. What differs between the kinds (a hub subscription, an upstream,
-several routes) is a :class:`~streams.edge.source.StreamSource`; what the stream
-holds is given back by its :class:`~streams.edge.ending.StreamEnd`.
+several routes) is a :class:`~streams.edge.streaming.source.StreamSource`; what the stream
+holds is given back by its :class:`~streams.edge.streaming.ending.StreamEnd`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 from streams.core.asgi import Receive, Send
 from streams.core.closing import CloseReason
 from streams.core.routes import RouteSpec
-from streams.edge.ending import StreamEnd
-from streams.edge.reconfiguration import OpenStream
-from streams.edge.request import StreamRequest
-from streams.edge.responses import stream_finish, stream_start
-from streams.edge.source import StreamSource
+from streams.edge.authorization.reconfiguration import OpenStream
+from streams.edge.http.request import StreamRequest
+from streams.edge.http.responses import stream_finish, stream_start
+from streams.edge.streaming.ending import StreamEnd
+from streams.edge.streaming.source import StreamSource
 from streams.fanout.sinks import Flow, FlowSink, QueueSink, Sink
 
 

@@ -14,11 +14,11 @@ from guards.verification import Principal
 from streams.core.errors import InvalidMembers, MethodNotAllowed, StreamError, UnknownRoute
 from streams.core.mux.members import MemberError, MemberSpec, members_parse
 from streams.core.routes import RouteKind, RouteSpec
-from streams.edge.access import access_log, refusal_reason
-from streams.edge.counters import admission_refusals
-from streams.edge.request import GUARDED_METHODS, STREAM_METHODS, StreamRequest
-from streams.edge.source import StreamSource
-from streams.edge.stream import Watched
+from streams.edge.http.access import access_log, refusal_reason
+from streams.edge.http.counters import admission_refusals
+from streams.edge.http.request import GUARDED_METHODS, STREAM_METHODS, StreamRequest
+from streams.edge.streaming.source import StreamSource
+from streams.edge.streaming.stream import Watched
 from streams.selectors import route_table
 
 # The path that serves several routes as one stream (docs/multiplexing.md).

@@ -2,7 +2,7 @@
 
 On daphne with Sluice's server an open stream needs no coroutine: the hub writes to
 the socket, the request says when its client goes, and the heartbeat wheel and the
-token's timers do the rest. So once a stream is live (:func:`~streams.edge.stream.stream_serve`)
+token's timers do the rest. So once a stream is live (:func:`~streams.edge.streaming.stream.stream_serve`)
 its app returns instead of waiting: the chain of coroutines from daphne's task down
 to the stream, with their frames, was about 3 KiB of every idle stream
 (``bench/connection_memory.py``). The request's :class:`StreamEnd` is made by the
@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 
 from streams.core.asgi import Scope
 from streams.core.closing import CONNECTION_GONE, CloseReason
-from streams.edge.reauthorization import StreamDeadline
-from streams.edge.reconfiguration import OpenStream
+from streams.edge.authorization.reauthorization import StreamDeadline
+from streams.edge.authorization.reconfiguration import OpenStream
 from streams.edge.runtime import WorkerRuntime
-from streams.edge.source import StreamSource
+from streams.edge.streaming.source import StreamSource
 from streams.fanout.sinks import Flow
 
 logger = logging.getLogger("sluice.streams")

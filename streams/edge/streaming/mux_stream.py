@@ -1,6 +1,6 @@
 """Several routes' streams as one response: ``GET /streams?s=alias:/path&s=...`` (docs/multiplexing.md).
 
-Each member is opened as its route would open it (:mod:`streams.edge.opening`)
+Each member is opened as its route would open it (:mod:`streams.edge.streaming.opening`)
 before the response starts. Then :class:`MuxStream` attaches every member to one
 connection through a :class:`MemberSink` that relabels its frames and folds its
 ids into the composite id. The members share the connection, its pending-bytes
@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 
 from streams.core.closing import MEMBER_ALONE, CloseReason
 from streams.core.mux.frames import MuxFramer, PartOf, kafka_part, proxy_part
-from streams.edge.counters import challenges_sent, multiplexed_members, multiplexed_streams
-from streams.edge.reauthorization import CHALLENGE_FRAME
-from streams.edge.routeset import Member
-from streams.edge.source import StreamSource, future_then
+from streams.edge.authorization.reauthorization import CHALLENGE_FRAME
+from streams.edge.http.counters import challenges_sent, multiplexed_members, multiplexed_streams
+from streams.edge.streaming.routeset import Member
+from streams.edge.streaming.source import StreamSource, future_then
 from streams.fanout.sinks import Sink
 
 # Deadlines of several guarded members fire together: one challenge event for them all.
@@ -70,7 +70,7 @@ class MemberSink:
 
 
 class MuxStream:
-    """A :class:`~streams.edge.source.StreamSource` over the members' own sources."""
+    """A :class:`~streams.edge.streaming.source.StreamSource` over the members' own sources."""
 
     def __init__(self, members: Sequence[Member], retry_ms: int) -> None:
         self.members = list(members)

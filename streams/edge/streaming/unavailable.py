@@ -27,10 +27,10 @@ from streams.conf import streams_settings
 from streams.core.asgi import Receive, Send
 from streams.core.errors import KafkaNotAvailable, StreamError
 from streams.core.sse import retry_line
-from streams.edge.request import StreamRequest
-from streams.edge.responses import stream_finish, stream_start
+from streams.edge.http.request import StreamRequest
+from streams.edge.http.responses import stream_finish, stream_start
 from streams.edge.runtime import WorkerRuntime
-from streams.edge.stream import client_disconnect
+from streams.edge.streaming.stream import client_disconnect
 
 logger = logging.getLogger("sluice.streams")
 
