@@ -44,7 +44,7 @@ from guards.policy import policy_compile  # noqa: E402
 from streams.core.patterns import pattern_compile  # noqa: E402
 from streams.core.routes import RouteSpec  # noqa: E402
 from streams.core.templating import template_compile  # noqa: E402
-from streams.edge.admission import stream_admit  # noqa: E402
+from streams.edge.authorization.admission import stream_admit  # noqa: E402
 from streams.server.broker import EmbeddedBroker, topic_ensure  # noqa: E402
 
 SECTION_BEGIN = "<!-- bench/admission.py results: begin -->"

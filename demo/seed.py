@@ -33,7 +33,7 @@ def demo_start(bootstrap: str, say: Any) -> list[Running]:
     The feeds write to the default cluster (``bootstrap``, with the environment's ``KAFKA_*`` settings).
     """
     call_command("migrate", interactive=False, verbosity=0)
-    client = cluster_client(default_cluster())
+    client = cluster_client(default_cluster(bootstrap))
     topic_ensure(client, DEMO_TOPIC, partitions=DEMO_PARTITIONS)
     topic_upsert(name=DEMO_TOPIC, description="Demo: live football scores")
     route_upsert(

@@ -1,4 +1,8 @@
-"""ASGI entry point: stream routes are answered by Sluice's stream app, the rest by Django."""
+"""ASGI entry point: stream routes are answered by Sluice's stream app, the rest by Django.
+
+``runstreams`` builds its own (:func:`streams.server.application.worker_application`,
+with the embedded broker it may have started); this one is for any other ASGI server.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,9 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-django_application = get_asgi_application()
+get_asgi_application()  # sets Django up before the apps' modules are imported
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up first)
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from streams.edge.runtime import WorkerRuntime  # noqa: E402  (needs Django set up first)
+from streams.server.application import worker_application  # noqa: E402
 
-from streams.edge.app import StreamRouter  # noqa: E402
-
-# The admin's and pages' static files come from the same server: one process to run.
-application = ProtocolTypeRouter({"http": StreamRouter(fallback=ASGIStaticFilesHandler(django_application))})
+application = worker_application(WorkerRuntime())

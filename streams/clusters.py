@@ -1,7 +1,8 @@
 """The Kafka clusters this process reaches: the environment's (the default), and the ones configured.
 
 The default cluster is ``KAFKA_BOOTSTRAP_SERVERS`` with the client properties of
-every other ``KAFKA_*`` variable (or the embedded broker ``runstreams`` started).
+every other ``KAFKA_*`` variable (or the embedded broker ``runstreams`` started,
+given to the worker's runtime).
 Other clusters are :class:`~streams.models.Cluster` rows, named by their topics.
 Secret values are ``${env.NAME}`` references in both, and :func:`cluster_client`
 is the one place they are read from the environment: when a client is made.
@@ -19,24 +20,16 @@ from streams.fanout.diagnosis import ClusterDiagnosis
 from streams.fanout.kafka import KafkaAccess
 from streams.models import Cluster, Topic
 
-_bootstrap: str | None = None
 
+def default_cluster(bootstrap: str = "") -> ClusterSpec:
+    """The cluster of topics that name none: the environment's, or an embedded broker's.
 
-def kafka_bootstrap_use(bootstrap: str) -> None:
-    """Serve from ``bootstrap`` (the embedded broker ``runstreams`` started), not ``KAFKA_BOOTSTRAP_SERVERS``."""
-    global _bootstrap
-    _bootstrap = bootstrap
-
-
-def kafka_bootstrap() -> str:
-    """The default cluster's bootstrap servers: the embedded broker's, else ``KAFKA_BOOTSTRAP_SERVERS``."""
-    return _bootstrap or streams_settings.KAFKA_BOOTSTRAP_SERVERS
-
-
-def default_cluster() -> ClusterSpec:
-    """The cluster of topics that name none: the environment's."""
-    properties = {} if _bootstrap else streams_settings.KAFKA_PROPERTIES
-    return ClusterSpec.of(DEFAULT_CLUSTER, kafka_bootstrap(), properties)
+    ``bootstrap``: the embedded broker ``runstreams`` started (plain, so none of the
+    environment's client properties), unless it is the environment's own.
+    """
+    if bootstrap and bootstrap != streams_settings.KAFKA_BOOTSTRAP_SERVERS:
+        return ClusterSpec.of(DEFAULT_CLUSTER, bootstrap, {})
+    return ClusterSpec.of(DEFAULT_CLUSTER, streams_settings.KAFKA_BOOTSTRAP_SERVERS, streams_settings.KAFKA_PROPERTIES)
 
 
 def cluster_client(cluster: ClusterSpec) -> dict[str, str]:
@@ -69,6 +62,6 @@ def topic_cluster(topic: str) -> ClusterSpec:
     return row.cluster.spec() if row is not None and row.cluster is not None else default_cluster()
 
 
-def clusters_configured() -> list[ClusterSpec]:
-    """The default cluster and every configured one."""
-    return [default_cluster(), *(cluster.spec() for cluster in Cluster.objects.order_by("name"))]
+def clusters_configured(default: ClusterSpec | None = None) -> list[ClusterSpec]:
+    """The default cluster (``default``, else the environment's) and every configured one."""
+    return [default or default_cluster(), *(cluster.spec() for cluster in Cluster.objects.order_by("name"))]

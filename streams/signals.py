@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 
 from guards.models import Guard
-from streams.edge.reconfiguration import CONFIG_GROUP, MESSAGE_TYPE
+from streams.edge.authorization.reconfiguration import CONFIG_GROUP, MESSAGE_TYPE
 from streams.models import Route, RouteFilter, Schema, Topic
 from streams.selectors import route_table_invalidate
 

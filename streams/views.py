@@ -9,7 +9,7 @@ from django.views.defaults import page_not_found
 
 from guards.conf import guards_settings
 from streams.config.asyncapi import asyncapi_document
-from streams.edge.runtime import process_hubs_if_started
+from streams.edge.runtime import scope_runtime
 from streams.models import Route
 from streams.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from streams.ops.metrics import metrics_text
@@ -47,12 +47,16 @@ def viewer(request: HttpRequest) -> HttpResponse:
 
 async def readyz(request: HttpRequest) -> JsonResponse:
     """Readiness: every Kafka cluster, the database and the channel layer answer (503 naming the one that does not)."""
-    answer = await readiness()
+    runtime = scope_runtime(getattr(request, "scope", None))
+    if runtime is None:
+        return JsonResponse({"status": "unavailable", "detail": "not served by the stream router"}, status=503)
+    answer = await readiness(runtime)
     return JsonResponse(answer, status=200 if answer["status"] == "ok" else 503)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    registry = process_hubs_if_started()
+    runtime = scope_runtime(getattr(request, "scope", None))
+    registry = runtime.hubs_if_started() if runtime is not None else None
     hubs = registry.hubs if registry is not None else {}
     return JsonResponse(
         {
@@ -67,7 +71,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 async def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus text exposition of this worker process (async: read on the loop that runs the hubs)."""
-    return HttpResponse(metrics_text(), content_type=METRICS_CONTENT_TYPE)
+    return HttpResponse(metrics_text(scope_runtime(getattr(request, "scope", None))), content_type=METRICS_CONTENT_TYPE)
 
 
 # Sluice's mark: a sluice gate over a stream, in the pages' accent colour.

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from common.config.section import SECTIONS
 from guards.models import Guard
 from streams.config.sections import RouteSection
+from streams.core.closing import CloseReason
 from streams.core.clusters import ClusterError
 from streams.core.formats.describe import payload_description
 from streams.core.formats.registry import registry_client
@@ -81,7 +82,7 @@ ENDED_MESSAGE = {
         "required": ["member", "reason"],
         "properties": {
             "member": {"type": "string"},
-            "reason": {"type": "string", "enum": ["unauthorized", "route_removed"]},
+            "reason": {"type": "string", "enum": [str(CloseReason.UNAUTHORIZED), str(CloseReason.ROUTE_REMOVED)]},
         },
     },
 }

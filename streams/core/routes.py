@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from guards.policy import GuardPolicy
 from streams.core.filters import FilterSet, MessageFilter
@@ -10,6 +11,13 @@ from streams.core.patterns import PathPattern
 from streams.core.reserved import RESERVED, ReservedEndpoints
 from streams.core.schemas import SchemaCheck
 from streams.core.templating import ExpansionContext, Template
+
+
+class RouteKind(StrEnum):
+    """What serves a route: a Kafka topic, or a relayed upstream SSE stream (SPEC 3)."""
+
+    SSE_KAFKA = "sse-kafka"
+    SSE_PROXY = "sse-proxy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +43,7 @@ class RouteSpec:
     max_pending_bytes: int
     guard: GuardPolicy | None = None
     roles: tuple[str, ...] = ()
-    kind: str = "sse-kafka"
+    kind: str = RouteKind.SSE_KAFKA
     upstream: str = ""
     allow_origins: tuple[str, ...] = ()
     allow_credentials: bool = False

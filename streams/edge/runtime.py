@@ -1,103 +1,118 @@
-"""The worker process's long-lived parts (hubs, upstreams, buses), built from settings on first use."""
+"""One worker process's long-lived parts, held by one object the server builds and hands down.
+
+:class:`WorkerRuntime` is made once per worker (``streams.server.application``)
+and given to the stream router; what it holds starts lazily: the hubs on the
+first Kafka stream, the upstreams on the first proxy stream, the buses on the
+first request. Tests build their own.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from channels.layers import get_channel_layer
 
 from streams.clusters import cluster_access, default_cluster, record_decoder
 from streams.conf import streams_settings
-from streams.edge.reauthorization import Deadlines, ReauthorizationBus
-from streams.edge.reconfiguration import ConfigBus, OpenStreams
+from streams.core.clusters import ClusterSpec
+from streams.edge.authorization.reauthorization import Deadlines, ReauthorizationBus
+from streams.edge.authorization.reconfiguration import ConfigBus, OpenStreams
+from streams.edge.http.limits import AddressSlots
 from streams.fanout.hubs import Hubs
+from streams.fanout.kafka import KafkaAccess
 from streams.proxy.upstream import Upstreams
-
-_hubs: Hubs | None = None
-
-
-def process_hubs() -> Hubs:
-    """This process's :class:`Hubs` (one Kafka consumer per topic lives in it)."""
-    global _hubs
-    if _hubs is None:
-        default = default_cluster()
-        if not default.bootstrap:
-            raise RuntimeError("KAFKA_BOOTSTRAP_SERVERS is not set (runstreams starts a broker when it is empty)")
-        _hubs = Hubs(
-            cluster_access(default),
-            idle_seconds=streams_settings.HUB_IDLE_SECONDS,
-            access_make=cluster_access,
-            metadata_seconds=streams_settings.METADATA_REFRESH_SECONDS,
-            decoder_make=record_decoder,
-        )
-    return _hubs
+from streams.selectors import route_table_reload
 
 
-def process_hubs_if_started() -> Hubs | None:
-    return _hubs
+class WorkerRuntime:
+    """Hubs, upstreams, buses, open streams and counters of one worker process.
+
+    ``bootstrap``: the embedded broker's bootstrap servers (``runstreams`` started it),
+    or empty for the environment's default cluster.
+    """
+
+    def __init__(self, bootstrap: str = "") -> None:
+        self.default_cluster: ClusterSpec = default_cluster(bootstrap)
+        # Per client address: its open streams (limits.py); streams held while Kafka is away (unavailable.py).
+        self.addresses = AddressSlots()
+        self.waiting = 0
+        # /readyz: accesses made to probe clusters no hub reads yet (kept: one per probe would leak
+        # threads), and the last answer with its time (reused for a second).
+        self.probes: dict[ClusterSpec, KafkaAccess] = {}
+        self.readiness_answer: tuple[float, dict[str, Any]] | None = None
+        self._hubs: Hubs | None = None
+        self._upstreams: Upstreams | None = None
+        self._reauthorization: ReauthorizationBus | None = None
+        self._config: ConfigBus | None = None
+
+    def hubs(self) -> Hubs:
+        """The :class:`Hubs` (one Kafka consumer per topic lives in it), made on first use."""
+        if self._hubs is None:
+            if not self.default_cluster.bootstrap:
+                raise RuntimeError("KAFKA_BOOTSTRAP_SERVERS is not set (runstreams starts a broker when it is empty)")
+            self._hubs = Hubs(
+                cluster_access(self.default_cluster),
+                idle_seconds=streams_settings.HUB_IDLE_SECONDS,
+                access_make=cluster_access,
+                metadata_seconds=streams_settings.METADATA_REFRESH_SECONDS,
+                decoder_make=record_decoder,
+            )
+        return self._hubs
+
+    def hubs_if_started(self) -> Hubs | None:
+        return self._hubs
+
+    def hubs_stop(self) -> None:
+        if self._hubs is not None:
+            self._hubs.stop()
+            self._hubs.access.close()
+            self._hubs = None
+
+    def upstreams(self) -> Upstreams:
+        """The upstream SSE connections (``sse-proxy`` routes), shared between clients."""
+        if self._upstreams is None:
+            self._upstreams = Upstreams()
+        return self._upstreams
+
+    def upstreams_if_started(self) -> Upstreams | None:
+        return self._upstreams
+
+    def reauthorization(self) -> ReauthorizationBus:
+        """The open guarded streams and the link to the other workers, over the channel layer (SPEC 4.3)."""
+        if self._reauthorization is None:
+            self._reauthorization = ReauthorizationBus(Deadlines(), get_channel_layer())
+        return self._reauthorization
+
+    def config(self) -> ConfigBus:
+        """The open streams and the configuration listener (started by the first request)."""
+        if self._config is None:
+            self._config = ConfigBus(OpenStreams(), get_channel_layer(), route_table_reload)
+        return self._config
+
+    def open_streams(self) -> OpenStreams:
+        return self.config().streams
+
+    def open_streams_if_started(self) -> OpenStreams | None:
+        """The open streams, if any request came in."""
+        return self._config.streams if self._config is not None else None
+
+    def listeners_stop(self) -> None:
+        """Stop the listeners while the loop still runs (the process is stopping)."""
+        if self._reauthorization is not None:
+            self._reauthorization.stop()
+            self._reauthorization = None
+        if self._config is not None:
+            self._config.stop()
+            self._config = None
 
 
-def process_hubs_stop() -> None:
-    global _hubs
-    if _hubs is not None:
-        _hubs.stop()
-        _hubs.access.close()
-        _hubs = None
+# The ASGI scope key of the worker's runtime in requests the stream router passes on to Django.
+RUNTIME_KEY = "sluice.runtime"
 
 
-_bus: ReauthorizationBus | None = None
-
-
-def reauthorization_bus() -> ReauthorizationBus:
-    """This process's open guarded streams and its link to the others, over the channel layer (SPEC 4.3)."""
-    global _bus
-    if _bus is None:
-        _bus = ReauthorizationBus(Deadlines(), get_channel_layer())
-    return _bus
-
-
-def reauthorization_bus_stop() -> None:
-    global _bus
-    if _bus is not None:
-        _bus.stop()
-        _bus = None
-
-
-_config_bus: ConfigBus | None = None
-
-
-def config_bus() -> ConfigBus:
-    """This process's open streams and its configuration listener (started by the first request)."""
-    global _config_bus
-    if _config_bus is None:
-        from streams.selectors import route_table_reload
-
-        _config_bus = ConfigBus(OpenStreams(), get_channel_layer(), route_table_reload)
-    return _config_bus
-
-
-def open_streams_if_started() -> OpenStreams | None:
-    """This process's open streams, if any request came in."""
-    return _config_bus.streams if _config_bus is not None else None
-
-
-def runtime_stop() -> None:
-    """Stop this process's listeners while its loop still runs."""
-    global _config_bus
-    reauthorization_bus_stop()
-    if _config_bus is not None:
-        _config_bus.stop()
-        _config_bus = None
-
-
-_proxies: Upstreams | None = None
-
-
-def process_upstreams() -> Upstreams:
-    """This process's upstream SSE connections (``sse-proxy`` routes), shared between clients."""
-    global _proxies
-    if _proxies is None:
-        _proxies = Upstreams()
-    return _proxies
-
-
-def process_upstreams_if_started() -> Upstreams | None:
-    return _proxies
+def scope_runtime(scope: dict[str, Any] | None) -> WorkerRuntime | None:
+    """The worker's runtime, from a request's ASGI scope (None: not served by the stream router)."""
+    if scope is None:
+        return None
+    runtime: WorkerRuntime | None = scope.get(RUNTIME_KEY)
+    return runtime

@@ -11,14 +11,15 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
 
-from streams.ops.metrics import stream_metrics
+from streams.edge.runtime import WorkerRuntime, scope_runtime
+from streams.ops.metrics import WorkerMetrics
 
 
-def metrics_snapshot() -> dict[str, Any]:
+def metrics_snapshot(runtime: WorkerRuntime | None) -> dict[str, Any]:
     """Every sample of this process's metrics: ``{"time": epoch seconds, "samples": [{name, labels, value}]}``."""
     samples = [
         {"name": sample.name, "labels": sample.labels, "value": sample.value}
-        for family in stream_metrics.collect()
+        for family in WorkerMetrics(runtime).collect()
         for sample in family.samples
     ]
     return {"time": time.time(), "samples": samples}
@@ -29,7 +30,7 @@ async def metrics_json(request: HttpRequest) -> JsonResponse:
     user = await request.auser()
     if not (user.is_active and user.is_staff):
         raise PermissionDenied
-    response = JsonResponse(metrics_snapshot())
+    response = JsonResponse(metrics_snapshot(scope_runtime(getattr(request, "scope", None))))
     response["cache-control"] = "no-store"
     return response
 

@@ -16,16 +16,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from prometheus_client import disable_created_metrics, generate_latest
+from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from streams.edge.counters import stream_metrics
-from streams.edge.runtime import process_hubs_if_started, process_upstreams_if_started
+from streams.edge.http.counters import stream_metrics
+from streams.edge.runtime import WorkerRuntime
 
 if TYPE_CHECKING:
     from streams.fanout.hub import TopicHub
 from streams.fanout.hubs import Hubs
+from streams.proxy.upstream import Upstreams
 
 # The text format only: `*_created` samples would double every counter for no use here.
 disable_created_metrics()
@@ -165,16 +166,38 @@ class HubCollector(Collector):
         yield ratio
 
 
-def metrics_text() -> bytes:
+class WorkerMetrics(Collector):
+    """This process's counters and what its runtime holds (hubs, upstreams), read at scrape time."""
+
+    def __init__(self, runtime: WorkerRuntime | None) -> None:
+        self._runtime = runtime
+
+    def collect(self) -> Iterator[Metric]:
+        runtime = self._runtime
+        yield from stream_metrics.collect()
+        yield from HubCollector(runtime.hubs_if_started if runtime is not None else _none).collect()
+        yield from ProxyCollector(runtime.upstreams_if_started if runtime is not None else _none).collect()
+
+
+def _none() -> None:
+    return None
+
+
+def metrics_text(runtime: WorkerRuntime | None) -> bytes:
     """This process's metrics in the Prometheus text format."""
-    return generate_latest(stream_metrics)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorkerMetrics(runtime))
+    return generate_latest(registry)
 
 
 class ProxyCollector(Collector):
     """The upstream connections of ``sse-proxy`` routes in this process, read at scrape time."""
 
+    def __init__(self, upstreams: Callable[[], Upstreams | None]) -> None:
+        self._upstreams = upstreams
+
     def collect(self) -> Iterator[Metric]:
-        proxies = process_upstreams_if_started()
+        proxies = self._upstreams()
         upstreams = GaugeMetricFamily("sluice_proxy_upstreams", "Open upstream connections of sse-proxy routes.")
         upstreams.add_metric([], len(proxies.upstreams) if proxies else 0)
         subscribers = GaugeMetricFamily("sluice_proxy_subscribers", "Open streams on sse-proxy routes.")
@@ -213,6 +236,4 @@ class ProcessCollector(Collector):
             yield family
 
 
-stream_metrics.register(HubCollector(process_hubs_if_started))
 stream_metrics.register(ProcessCollector())
-stream_metrics.register(ProxyCollector())

@@ -4,7 +4,8 @@ Each configured Kafka cluster (the environment's and every ``Cluster`` row), the
 database and the channel layer are asked with a short timeout; a cluster that does
 not answer says why (``tls``, ``authentication``, ``unreachable``). Answers are
 reused for a second, so a busy probe costs the dependencies little. ``/healthz``
-stays the liveness check: it never asks anyone else.
+stays the liveness check: it never asks anyone else. What it keeps between probes
+lives in the worker's :class:`~streams.edge.runtime.WorkerRuntime`.
 """
 
 from __future__ import annotations
@@ -19,30 +20,27 @@ from django.db import connection
 
 from streams.clusters import cluster_access, clusters_configured
 from streams.core.clusters import DEFAULT_CLUSTER, ClusterError, ClusterSpec
-from streams.edge.runtime import process_hubs_if_started
+from streams.edge.runtime import WorkerRuntime
 from streams.fanout.kafka import KafkaAccess, KafkaUnavailable
 
 PROBE_SECONDS = 3.0
 REUSE_SECONDS = 1.0
 
-_answer: tuple[float, dict[str, Any]] | None = None
-# Accesses made for probing clusters no hub reads yet (kept: a new one per probe would leak threads).
-_probes: dict[ClusterSpec, KafkaAccess] = {}
 
-
-async def readiness() -> dict[str, Any]:
+async def readiness(runtime: WorkerRuntime) -> dict[str, Any]:
     """``{"status": "ok"|"unavailable", "checks": {...}}``, asked at most once a second."""
-    global _answer
-    if _answer is not None and time.monotonic() - _answer[0] < REUSE_SECONDS:
-        return _answer[1]
-    clusters = await database_sync_to_async(clusters_configured)() if await _database_ok() else []
+    last = runtime.readiness_answer
+    if last is not None and time.monotonic() - last[0] < REUSE_SECONDS:
+        return last[1]
+    default = runtime.default_cluster
+    clusters = await database_sync_to_async(clusters_configured)(default) if await _database_ok() else []
     checks: dict[str, Any] = {"database": {"status": "ok"} if clusters else {"status": "down"}}
     checks["channel_layer"] = await _channel_layer()
-    for cluster, state in zip(clusters, await asyncio.gather(*(_cluster(c) for c in clusters)), strict=True):
+    for cluster, state in zip(clusters, await asyncio.gather(*(_cluster(runtime, c) for c in clusters)), strict=True):
         checks[f"kafka:{cluster.name}"] = state
     ready = all(check["status"] == "ok" for check in checks.values())
     answer = {"status": "ok" if ready else "unavailable", "checks": checks}
-    _answer = (time.monotonic(), answer)
+    runtime.readiness_answer = (time.monotonic(), answer)
     return answer
 
 
@@ -72,9 +70,9 @@ async def _channel_layer() -> dict[str, Any]:
     return {"status": "ok"}
 
 
-async def _cluster(cluster: ClusterSpec) -> dict[str, Any]:
+async def _cluster(runtime: WorkerRuntime, cluster: ClusterSpec) -> dict[str, Any]:
     try:
-        access = _access(cluster)
+        access = _access(runtime, cluster)
         await asyncio.get_running_loop().run_in_executor(access.executor, access.ping, PROBE_SECONDS)
     except KafkaUnavailable as exc:
         return {"status": "down", "cause": exc.cause or "unreachable", "detail": str(exc)}
@@ -83,11 +81,12 @@ async def _cluster(cluster: ClusterSpec) -> dict[str, Any]:
     return {"status": "ok"}
 
 
-def _access(cluster: ClusterSpec) -> KafkaAccess:
-    hubs = process_hubs_if_started()
+def _access(runtime: WorkerRuntime, cluster: ClusterSpec) -> KafkaAccess:
+    hubs = runtime.hubs_if_started()
     if hubs is not None:
         return hubs.cluster_access(None if cluster.name == DEFAULT_CLUSTER else cluster)
-    found = _probes.get(cluster)
+    # Kept for the next probe: a new access per probe would leak threads.
+    found = runtime.probes.get(cluster)
     if found is None:
-        found = _probes[cluster] = cluster_access(cluster)
+        found = runtime.probes[cluster] = cluster_access(cluster)
     return found

@@ -21,7 +21,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from streams.edge.counters import stream_metrics
+from streams.edge.http.counters import stream_metrics
 
 access_logger = logging.getLogger("sluice.access")
 

@@ -23,6 +23,7 @@ import httpx
 from httpx_sse import EventSource, SSEError
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # not re-exported; the version is pinned
 
+from streams.core.closing import CloseReason
 from streams.core.schemas import SchemaCheck
 from streams.core.sse import HEARTBEAT, block_frame, checkpoint_frame, preamble
 from streams.fanout.cutoffs import loop_cutoffs
@@ -213,7 +214,7 @@ class Upstream:
         """Over its pending-bytes bound: the client is dropped and resumes with its last id (SPEC 2.5)."""
         self.subscribers.pop(sub, None)
         sub.abort()
-        sub.end("slow")
+        sub.end(CloseReason.SLOW)
         self.owner.cut_slow += 1
 
     def heartbeat(self, now: float) -> None:
@@ -269,7 +270,7 @@ class Upstream:
                         return
                     if exc.refused:
                         logger.warning("upstream %s refused a re-open: %s", self.url, exc.detail)
-                        self._end_all("upstream_refused")
+                        self._end_all(CloseReason.UPSTREAM_REFUSED)
                         return
                     failures += 1
                     await asyncio.sleep(self._backoff(failures))
@@ -298,7 +299,7 @@ class Upstream:
             self.owner.forget(self)
             if not self.opened.done():
                 self.opened.set_exception(UpstreamError(f"upstream {self.url} closed before it opened"))
-            self._end_all("upstream_closed")
+            self._end_all(CloseReason.UPSTREAM_CLOSED)
 
     def _backoff(self, failures: int) -> float:
         """Doubling from the upstream's ``retry`` (else the route's), capped."""

@@ -2,7 +2,7 @@
 
 daphne's ``send`` writes into the transport without waiting for the socket, so
 an app cannot see a client that stopped reading. :class:`FlowServer` hands each
-HTTP request's app a :class:`RequestFlow` (see ``streams.edge.request.flow_attach``):
+HTTP request's app a :class:`RequestFlow` (see ``streams.edge.http.request.flow_attach``):
 it writes straight to the Twisted request, registers as its push producer, and
 counts the bytes written while the transport (or the HTTP/2 stream window)
 says "pause". The hub cuts a client once that count passes its bound.
@@ -35,7 +35,7 @@ from twisted.web import http
 from twisted.web.http_headers import Headers
 from zope.interface import implementer
 
-from streams.edge.request import flow_attach
+from streams.edge.http.request import flow_attach
 from streams.server.inputs import InputQueue
 from streams.server.reaping import EventReaping
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from streams.conf import streams_settings
-from streams.edge.runtime import open_streams_if_started, runtime_stop
+from streams.edge.runtime import WorkerRuntime
+from streams.server.application import worker_application
 from streams.server.collector import collector_settle
 from streams.server.flow import FlowServer, reactor, request_transports
 from streams.server.reactor import event_loop_name
@@ -79,7 +80,7 @@ class ServeOptions:
     tls: TLSFiles | None = None
     listen_fd: int | None = None  # a worker of a supervisor: serve this inherited socket
     verbosity: int = 1
-    kafka_bootstrap: str = ""  # the embedded broker a supervisor started, passed on to its workers
+    kafka_bootstrap: str = ""  # an embedded broker (ours or a supervisor's): the default cluster of the runtime
 
     @property
     def scheme(self) -> str:
@@ -88,8 +89,7 @@ class ServeOptions:
 
 def gateway_serve(options: ServeOptions, announce: Callable[[str], None]) -> None:
     """Serve in this process until SIGTERM/SIGINT (graceful: open streams end cleanly first)."""
-    from channels.routing import get_default_application
-
+    runtime = WorkerRuntime(options.kafka_bootstrap)
     tls = options.tls.options() if options.tls is not None else None
     scheme = options.scheme
     listen_failures: list[str] = []
@@ -107,7 +107,7 @@ def gateway_serve(options: ServeOptions, announce: Callable[[str], None]) -> Non
 
     interface = options.host.replace(":", r"\:")
     server = AnnouncingServer(
-        application=get_default_application(),
+        application=worker_application(runtime),
         endpoints=[f"tcp:port={options.port}:interface={interface}"],
         signal_handlers=True,
         action_logger=None,
@@ -120,9 +120,9 @@ def gateway_serve(options: ServeOptions, announce: Callable[[str], None]) -> Non
         server.serve_tls(options.host, options.port, tls)
     twisted = cast(Any, reactor)
     # While the loop still runs: the re-authorization and configuration listeners are tasks on it.
-    twisted.addSystemEventTrigger("before", "shutdown", runtime_stop)
+    twisted.addSystemEventTrigger("before", "shutdown", runtime.listeners_stop)
     shutdown = GracefulShutdown(
-        streams=open_streams_if_started,
+        streams=runtime.open_streams_if_started,
         listeners=lambda: list(server.listeners),
         transports=lambda: request_transports(server.connections),
         stop=twisted.stop,
@@ -134,6 +134,7 @@ def gateway_serve(options: ServeOptions, announce: Callable[[str], None]) -> Non
     try:
         server.run()
     finally:
+        runtime.hubs_stop()
         if options.tls is not None and options.tls.cleanup:
             shutil.rmtree(options.tls.cleanup, ignore_errors=True)
     if listen_failures:

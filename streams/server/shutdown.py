@@ -20,9 +20,11 @@ import time
 from collections.abc import Callable, Sized
 from typing import Any, Protocol
 
+from streams.core.closing import CloseReason
+
 logger = logging.getLogger("sluice.shutdown")
 
-SHUTDOWN_REASON = "shutdown"
+SHUTDOWN_REASON = CloseReason.SHUTDOWN
 _POLL_SECONDS = 0.05
 
 

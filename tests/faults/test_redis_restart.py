@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE
+from streams.edge.authorization.reauthorization import CHALLENGE_CONTENT_TYPE
 from streams.server.broker import free_port
 from streams.server.processes import process_stop
 from tests.conftest import Gateway

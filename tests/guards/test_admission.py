@@ -10,7 +10,7 @@ import pytest
 from guards.policy import policy_compile
 from streams.core.errors import InsufficientRoles, InvalidToken, MissingCredentials, StreamError
 from streams.core.routes import RouteSpec
-from streams.edge.admission import stream_admit
+from streams.edge.authorization.admission import stream_admit
 from tests.support.route_specs import route_spec
 from tests.support.tokens import guard_fields, mint
 

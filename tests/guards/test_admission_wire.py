@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE
+from streams.edge.authorization.reauthorization import CHALLENGE_CONTENT_TYPE
 from tests.streams.edge.test_wire import WAIT, Stream, open_stream
 from tests.streams.server.test_workers import children_of
 from tests.support.polling import condition_wait

@@ -4,5 +4,5 @@
 - :mod:`.ids`: the composite id, one part per member, that resumes them all;
 - :mod:`.frames`: a member's frames relabelled (``event: <alias>``) with the composite id.
 
-No Django here; ``streams.edge.mux_stream`` serves them.
+No Django here; ``streams.edge.streaming.mux_stream`` serves them.
 """

@@ -48,8 +48,6 @@ class Command(BaseCommand):
         parser.add_argument("--verbosity-daphne", type=int, default=1, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from streams.clusters import kafka_bootstrap_use
-        from streams.edge.runtime import process_hubs_stop
         from streams.server.gateway import (
             ListenError,
             ServeError,
@@ -76,8 +74,6 @@ class Command(BaseCommand):
         if options["listen_fd"] is None:
             self.listen_ensure(options["host"], options["port"])  # before the broker and the demo start
         with self.kafka(options["kafka_bootstrap"]) as bootstrap:
-            if bootstrap != streams_settings.KAFKA_BOOTSTRAP_SERVERS:
-                kafka_bootstrap_use(bootstrap)  # the embedded broker (ours, or our supervisor's)
             running = self.before_serving(bootstrap, options)
             try:
                 tls = None
@@ -103,7 +99,6 @@ class Command(BaseCommand):
             except ServeError as exc:
                 raise CommandError(str(exc)) from exc
             finally:
-                process_hubs_stop()
                 for part in reversed(running):
                     part.stop()
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from streams.edge.cors import cors_headers, origin_allowed
+from streams.edge.http.cors import cors_headers, origin_allowed
 from tests.conftest import Gateway, Kafka, UpstreamServer
 from tests.guards.test_admission_wire import bearer, challenge_response, guard  # noqa: F401 (fixture)
 from tests.streams.edge.test_wire import QUIET, WAIT, open_stream

@@ -10,8 +10,9 @@ from streams.core.mux.frames import kafka_part
 from streams.core.mux.ids import composite_decode
 from streams.core.mux.members import MemberSpec
 from streams.core.routes import RouteTable
-from streams.edge.mux_stream import Member, MuxStream
-from streams.edge.reconfiguration import OpenStream, OpenStreams
+from streams.edge.authorization.reconfiguration import OpenStream, OpenStreams
+from streams.edge.streaming.mux_stream import MuxStream
+from streams.edge.streaming.routeset import Member
 from streams.fanout.sinks import Sink
 from tests.support.route_specs import route_spec
 from tests.support.sse_client import Event, EventParser

@@ -19,7 +19,7 @@ import pytest
 
 from streams.core.ids import progress_from_bytes
 from streams.core.mux.ids import composite_decode
-from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE
+from streams.edge.authorization.reauthorization import CHALLENGE_CONTENT_TYPE
 from tests.streams.edge.test_wire import QUIET, WAIT, Stream, error_body, open_stream
 from tests.support.metrics_scrape import metric_wait, metrics_parse
 from tests.support.tokens import guard_fields, mint

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streams.edge.reauthorization import (
+from streams.edge.authorization.reauthorization import (
     CHALLENGE_FRAME,
     Deadlines,
     NotPublished,

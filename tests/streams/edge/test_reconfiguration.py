@@ -7,7 +7,7 @@ from typing import Any
 
 from guards.policy import policy_compile
 from streams.core.routes import RouteSpec, RouteTable
-from streams.edge.reconfiguration import CONFIG_GROUP, MESSAGE_TYPE, ConfigBus, OpenStream, OpenStreams
+from streams.edge.authorization.reconfiguration import CONFIG_GROUP, MESSAGE_TYPE, ConfigBus, OpenStream, OpenStreams
 from tests.streams.edge.test_reauthorization import FakeLayer
 from tests.support.polling import condition_wait_async
 from tests.support.route_specs import route_spec

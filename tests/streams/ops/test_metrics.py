@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams.edge.reauthorization import CHALLENGE_CONTENT_TYPE
+from streams.edge.authorization.reauthorization import CHALLENGE_CONTENT_TYPE
 from tests.streams.edge.test_wire import WAIT, open_stream
 from tests.support.polling import condition_wait, condition_wait_async
 from tests.support.tokens import guard_fields, mint

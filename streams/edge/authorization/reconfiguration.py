@@ -16,10 +16,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from streams.core.closing import CloseReason
 from streams.core.errors import StreamError
 from streams.core.routes import RouteSpec, RouteTable
-from streams.edge.admission import stream_admit
-from streams.edge.reauthorization import ChannelLayer
+from streams.edge.authorization.admission import stream_admit
+from streams.edge.authorization.reauthorization import ChannelLayer
 
 logger = logging.getLogger("sluice.config")
 
@@ -78,7 +79,7 @@ class OpenStreams:
             new = current.get(route_id)
             for stream in list(streams):
                 if new is None:
-                    stream.end("route_removed")
+                    stream.end(CloseReason.ROUTE_REMOVED)
                     ended += 1
                     continue
                 if access_changed(stream.route, new):
@@ -86,7 +87,7 @@ class OpenStreams:
                         await stream_admit(new, stream.scope, stream.query)
                     except StreamError as refused:
                         logger.info("stream on %s ended: %s under the new rules", new.pattern.source, refused.code)
-                        stream.end("unauthorized")
+                        stream.end(CloseReason.UNAUTHORIZED)
                         ended += 1
                         continue
                 stream.route = new

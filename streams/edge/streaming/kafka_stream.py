@@ -1,40 +1,30 @@
-"""A stream of a Kafka topic (``sse-kafka`` routes): admit, plan the start, then serve from the hub.
+"""A stream of a Kafka topic (``sse-kafka`` routes): its start planned, then served from the hub.
 
-Everything that can refuse the request happens before the response starts, so
-a refusal is a status and a JSON body; once ``200`` is out, the hub writes.
+Everything that can refuse the request happens before the response starts
+(:func:`hub_stream_open`), so a refusal is a status and a JSON body; once ``200``
+is out, the hub writes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 
 from guards.verification import Principal
-from streams.core.asgi import Receive, Send
+from streams.core.closing import CloseReason
 from streams.core.clusters import ClusterError
-from streams.core.errors import (
-    InvalidLastEventId,
-    InvalidParameter,
-    KafkaNotAvailable,
-    StreamError,
-    UnknownTopic,
-)
+from streams.core.errors import InvalidLastEventId, InvalidParameter, KafkaNotAvailable, UnknownTopic
 from streams.core.filters import FilterSet
 from streams.core.formats.spec import FormatError
 from streams.core.ids import EventId
 from streams.core.routes import RouteSpec
 from streams.core.templating import ExpansionContext, TemplateError
-from streams.edge.access import access_log, refusal_reason
-from streams.edge.admission import stream_admit
-from streams.edge.counters import admission_refusals, challenges_sent
-from streams.edge.reauthorization import CHALLENGE_FRAME
-from streams.edge.request import StreamRequest
-from streams.edge.responses import send_error, stream_finish, stream_start
-from streams.edge.runtime import process_hubs
-from streams.edge.stream import CLIENT_GONE, route_serve
-from streams.edge.unavailable import stream_hold, temporary
+from streams.edge.authorization.reauthorization import CHALLENGE_FRAME
+from streams.edge.http.access import access_log
+from streams.edge.http.counters import challenges_sent
+from streams.edge.http.request import StreamRequest
+from streams.edge.runtime import WorkerRuntime
 from streams.fanout.hub import TopicHub
 from streams.fanout.kafka import KafkaUnavailable, TopicNotFound
 from streams.fanout.planning import PositionError, StartPlan
@@ -46,7 +36,7 @@ logger = logging.getLogger("sluice.streams")
 
 
 class HubStream:
-    """A :class:`~streams.edge.stream.StreamSource` over one hub subscription."""
+    """A :class:`~streams.edge.streaming.source.StreamSource` over one hub subscription."""
 
     __slots__ = ("route", "request", "hub", "plan", "filters", "started", "sub")
 
@@ -111,7 +101,7 @@ class HubStream:
         if sub is None:
             return
         self.hub.unsubscribe(sub)
-        reason = sub.close_reason or CLIENT_GONE
+        reason = sub.close_reason or CloseReason.CLIENT
         access_log(
             "close",
             self.route,
@@ -124,64 +114,8 @@ class HubStream:
         )
 
 
-async def kafka_stream(
-    route: RouteSpec, params: dict[str, str], request: StreamRequest, receive: Receive, send: Send
-) -> None:
-    """Serve one request of an ``sse-kafka`` route."""
-    started = time.monotonic()
-    try:
-        prepared = await stream_prepare(route, params, request, started)
-    except StreamError as error:
-        reason = refusal_reason(error)
-        if isinstance(error, KafkaNotAvailable) and temporary(error, request):
-            # An EventSource would give up for good on 503: hold it with 200 and heartbeats instead.
-            access_log("waiting", route, request.scope, 200, started, reason=reason)
-            held = await stream_hold(
-                request,
-                receive,
-                send,
-                error,
-                lambda: stream_prepare(route, params, request, started),
-                route.heartbeat_seconds,
-            )
-            if held is not None:
-                await stream_respond(route, request, receive, send, held, head_sent=True)
-            return
-        admission_refusals.labels(route.pattern.source, reason).inc()
-        access_log("refused", route, request.scope, error.status, started, reason=reason)
-        await send_error(send, error)
-        return
-    await stream_respond(route, request, receive, send, prepared)
-
-
-async def stream_respond(
-    route: RouteSpec,
-    request: StreamRequest,
-    receive: Receive,
-    send: Send,
-    prepared: tuple[HubStream, Principal | None],
-    *,
-    head_sent: bool = False,
-) -> None:
-    stream, principal = prepared
-    if request.method == "HEAD":
-        await stream_start(send)
-        await stream_finish(send)
-        return
-    await route_serve(route, request, receive, send, stream, principal, head_sent=head_sent)
-
-
-async def stream_prepare(
-    route: RouteSpec, params: dict[str, str], request: StreamRequest, started: float
-) -> tuple[HubStream, Principal | None]:
-    """Everything that can refuse the request, before the response starts; the admitted principal, if any."""
-    request.method_check(route)
-    principal = await stream_admit(route, request.scope, request.query)
-    stream = await hub_stream_open(route, params, request, started, principal, request.last_event_id())
-    return stream, principal
-
-
 async def hub_stream_open(
+    runtime: WorkerRuntime,
     route: RouteSpec,
     params: dict[str, str],
     request: StreamRequest,
@@ -202,7 +136,7 @@ async def hub_stream_open(
         raise InvalidParameter(str(exc)) from exc
     try:
         settings = await topic_settings_async(topic)
-        hub = await process_hubs().hub(topic, settings.limits, settings.schema, settings.cluster, settings.formats)
+        hub = await runtime.hubs().hub(topic, settings.limits, settings.schema, settings.cluster, settings.formats)
         plan = await hub.plan(last=last, initial=route.initial, since_ms=since_ms)
     except TopicNotFound as exc:
         raise UnknownTopic(f"topic {topic!r} does not exist") from exc

@@ -1,8 +1,8 @@
 """One stream request, parsed once: method, query, last event id, ``since``, and the server's flow.
 
 The server below the app (``streams.server.flow``) puts a :class:`~streams.fanout.sinks.Flow`
-in the ASGI scope under the key :data:`FLOW_KEY` (a key of the scope itself, as the stream's
-teardown is: an ``extensions`` dictionary of its own was some 110 B of every open stream);
+in the ASGI scope under the key :data:`FLOW_KEY` (a key of the scope itself: an ``extensions``
+dictionary of its own was some 110 B of every open stream);
 :func:`request_flow` is the one place that reads it.
 """
 
@@ -13,9 +13,8 @@ from datetime import UTC, datetime
 from urllib.parse import parse_qs
 
 from streams.core.asgi import Scope
-from streams.core.errors import InvalidLastEventId, InvalidSince, MethodNotAllowed
+from streams.core.errors import InvalidLastEventId, InvalidSince
 from streams.core.ids import MAX_EVENT_ID_BYTES, EventId, EventIdError, event_id_parse
-from streams.core.routes import RouteSpec
 from streams.fanout.sinks import Flow
 
 # The ASGI scope key holding the request's Flow (set by the server, read here).
@@ -23,11 +22,6 @@ FLOW_KEY = "sluice.flow"
 STREAM_METHODS = ("GET", "HEAD")
 # A guarded route also takes the challenge response (SPEC 4.3).
 GUARDED_METHODS = (*STREAM_METHODS, "POST")
-
-
-def route_methods(route: RouteSpec) -> tuple[str, ...]:
-    """The methods a route answers (besides ``OPTIONS``)."""
-    return GUARDED_METHODS if route.guard is not None else STREAM_METHODS
 
 
 def flow_attach(scope: Scope, flow: Flow) -> None:
@@ -54,14 +48,6 @@ class StreamRequest:
     def of(cls, scope: Scope) -> StreamRequest:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         return cls(scope, str(scope.get("method", "")), query, request_flow(scope))
-
-    def method_check(self, route: RouteSpec) -> None:
-        """405 with ``allow`` unless this is a stream request (``GET`` or ``HEAD``)."""
-        if self.method not in STREAM_METHODS:
-            raise MethodNotAllowed(
-                f"{self.method} is not allowed on a stream",
-                headers=[(b"allow", ", ".join(route_methods(route)).encode())],
-            )
 
     def header(self, name: bytes) -> bytes | None:
         for key, value in self.scope.get("headers", []):

@@ -15,13 +15,9 @@ from guards.policy import VerifyingKey
 from guards.verification import Principal, TokenRejected, token_verify
 from streams.core.errors import InsufficientRoles, InvalidToken, KeysNotAvailable, MissingCredentials
 from streams.core.routes import RouteSpec
+from streams.edge.http.access import client_address
 
 logger = logging.getLogger("sluice.guards")
-
-
-def client_address(scope: dict[str, Any]) -> str:
-    client = scope.get("client")
-    return f"{client[0]}:{client[1]}" if client else "-"
 
 
 async def stream_admit(route: RouteSpec, scope: dict[str, Any], query: dict[str, list[str]]) -> Principal | None:

@@ -10,9 +10,14 @@ from typing import Any
 from streams.core.asgi import Scope
 from streams.core.errors import StreamError
 from streams.core.routes import RouteSpec
-from streams.edge.admission import client_address
 
 access_logger = logging.getLogger("sluice.access")
+
+
+def client_address(scope: Scope) -> str:
+    """The client as the socket sees it (``host:port``), for the logs."""
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else "-"
 
 
 def access_log(

@@ -27,9 +27,10 @@ from streams.conf import streams_settings
 from streams.core.asgi import Receive, Send
 from streams.core.errors import KafkaNotAvailable, StreamError
 from streams.core.sse import retry_line
-from streams.edge.request import StreamRequest
-from streams.edge.responses import stream_finish, stream_start
-from streams.edge.stream import client_disconnect
+from streams.edge.http.request import StreamRequest
+from streams.edge.http.responses import stream_finish, stream_start
+from streams.edge.runtime import WorkerRuntime
+from streams.edge.streaming.stream import client_disconnect
 
 logger = logging.getLogger("sluice.streams")
 
@@ -38,8 +39,6 @@ T = TypeVar("T")
 TEMPORARY_CAUSES = (None, "unreachable")
 RETRY_MS = 2000
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.5, 5.0
-
-waiting = 0  # streams this worker holds while Kafka is away
 
 
 def temporary(error: StreamError, request: StreamRequest) -> bool:
@@ -54,6 +53,7 @@ def temporary(error: StreamError, request: StreamRequest) -> bool:
 
 
 async def stream_hold(
+    runtime: WorkerRuntime,
     request: StreamRequest,
     receive: Receive,
     send: Send,
@@ -65,16 +65,15 @@ async def stream_hold(
 
     Returns its result (the response is started: the caller serves the stream without a new head),
     or None once the hold is over, the client left, or this worker holds too many (the response
-    has then ended cleanly).
+    has then ended cleanly). The worker's ``runtime`` counts the streams it holds.
     """
-    global waiting
     await stream_start(send)
     reason = f": {error.detail.replace(chr(10), ' ')[:300]}; waiting for Kafka\n\n".encode()
     await send({"type": "http.response.body", "body": retry_line(RETRY_MS) + reason, "more_body": True})
-    if waiting >= streams_settings.MAX_WAITING_STREAMS:
+    if runtime.waiting >= streams_settings.MAX_WAITING_STREAMS:
         await stream_finish(send)
         return None
-    waiting += 1
+    runtime.waiting += 1
     gone = _client_gone(request, receive)
     try:
         deadline = time.monotonic() + streams_settings.UNAVAILABLE_HOLD_SECONDS
@@ -105,7 +104,7 @@ async def stream_hold(
         await stream_finish(send)
         return None
     finally:
-        waiting -= 1
+        runtime.waiting -= 1
         gone.cancel()
 
 

@@ -1,0 +1,1 @@
+"""HTTP at the edge: the parsed request, answers, CORS, the access log, per-address limits, counters."""
