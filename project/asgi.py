@@ -13,6 +13,9 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from streams.edge.app import StreamRouter  # noqa: E402
+from streams.ops.client_files import ClientFiles  # noqa: E402  (the client's files, loadable from any origin)
 
 # The admin's and pages' static files come from the same server: one process to run.
-application = ProtocolTypeRouter({"http": StreamRouter(fallback=ASGIStaticFilesHandler(django_application))})
+application = ProtocolTypeRouter(
+    {"http": StreamRouter(fallback=ClientFiles(ASGIStaticFilesHandler(django_application)))}
+)
