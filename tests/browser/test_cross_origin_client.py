@@ -1,7 +1,7 @@
 """``sluice.js`` loaded by a page of another origin: a site on its own port, the gateway on another.
 
 The site's page loads the client from the gateway (the versioned URL with its
-Subresource Integrity hash, and the stable path by ``import``), follows routes that
+Subresource Integrity hash, and the stable path by ``import()``), follows routes that
 allow the site's origin, one and several in one stream, and a guarded route whose
 ``token()`` asks the site's own backend for short-lived tokens.
 """
@@ -37,7 +37,9 @@ PAGE = """<!doctype html><meta charset="utf-8"><title>a shop</title>
 <script type="module" src="{gateway}/static/sluice/sluice.js?pin" integrity="sha384-{wrong}" crossorigin="anonymous"
         onload="window.mispinned = 'loaded'" onerror="window.mispinned = 'refused'"></script>
 <script type="module">
-  import {{ open }} from "{gateway}/static/sluice/sluice.js";
+  // The pinned URL again: fetched once, checked against the hash above.
+  import {{ open }} from "{gateway}{versioned}";
+  window.stable = await import("{gateway}/static/sluice/sluice.js");
   const token = async () => (await fetch("/token")).text();
   window.seen = {{}};
   window.follow = (name, routes) => {{
@@ -130,6 +132,7 @@ def test_a_page_of_another_origin_loads_the_client_and_follows_routes(
     page.wait_for_function("window.ready === true && window.pinned && window.mispinned", timeout=WAIT_MS)
     # The versioned URL loads with its integrity hash; a hash that does not match is refused.
     assert page.evaluate("[window.pinned, window.mispinned]") == ["loaded", "refused"]
+    assert page.evaluate("typeof window.stable.open") == "function"  # the stable path, by import()
 
     # One route, then three routes in one stream, the guarded one among them.
     page.evaluate("(path) => { window.single = window.follow('single', path); }", paths[0])
