@@ -1,8 +1,8 @@
-// sluice.js under node's test runner: the pure parts, and the client against a scripted fetch.
+// sluice.js under node's test runner (`npm test` in the package): the pure parts, and the client against a scripted fetch.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
-import { compositeDrop, compositeEncode, compositeParts, memberOf, open, parseEventStream } from "../../../streams/static/sluice/sluice.js";
+import { compositeDrop, compositeEncode, compositeParts, memberOf, open, parseEventStream } from "../sluice.js";
 
 const hex = (text) => Uint8Array.from(text.match(/../g).map((pair) => parseInt(pair, 16)));
 
@@ -216,8 +216,8 @@ test("the stream is an EventTarget too", async () => {
 
 test("the TypeScript declarations name exactly the module's exports", async () => {
   const { readFile } = await import("node:fs/promises");
-  const module = await import("../../../streams/static/sluice/sluice.js");
-  const declared = await readFile(new URL("../../../streams/static/sluice/sluice.d.ts", import.meta.url), "utf8");
+  const module = await import("../sluice.js");
+  const declared = await readFile(new URL("../sluice.d.ts", import.meta.url), "utf8");
   const names = [...declared.matchAll(/^export (?:function|class) (\w+)/gm)].map((match) => match[1]);
   assert.deepEqual(names.sort(), Object.keys(module).sort());
 });
