@@ -158,7 +158,11 @@ def _cluster_ask(cluster: ClusterSpec, topics: frozenset[str], deadline: float) 
     missing_ends: set[str] = set()
     if wanted:
         remaining = max(deadline - time.monotonic(), 0.1)
-        for partition, future in admin.list_offsets(wanted, request_timeout=remaining).items():
+        try:
+            asked = admin.list_offsets(wanted, request_timeout=remaining)
+        except KafkaException:
+            return ClusterTopics(partitions)  # the topics exist; their end offsets are not known
+        for partition, future in asked.items():
             try:
                 ends[partition.topic][partition.partition] = future.result(timeout=remaining).offset
             except (KafkaException, FutureTimeout):
