@@ -1,10 +1,41 @@
-"""Admin pages for topics and routes: searchable, filterable, validated on the form."""
+"""Admin pages for topics and routes: searchable, filterable, validated on the form.
+
+The topic and route lists show each topic's state in Kafka, read once per cluster
+per page within a couple of seconds (:mod:`streams.topics`): a cluster that does
+not answer shows "unknown", and the page is never held longer than that.
+"""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
 
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from streams.core.templating import TemplateError, template_compile
 from streams.models import Cluster, Route, RouteFilter, Schema, Topic
+from streams.topics import MISSING, TopicCreateError, TopicState, topic_create, topic_names_state, topic_rows_state
+
+# The attribute a list page's rows carry their topic's state in (set per request, on that request's rows).
+_STATE = "_kafka_state"
+
+
+def _state_shown(row: object) -> str:
+    state: TopicState | None = getattr(row, _STATE, None)
+    return state.summary if state is not None else ""
+
+
+def route_literal_topic(route: Route) -> str | None:
+    """The topic a Kafka route always streams, or None when it names one per request (or none)."""
+    if route.kind != Route.Kind.SSE_KAFKA or not route.topic:
+        return None
+    try:
+        template = template_compile(route.topic)
+    except TemplateError:
+        return None
+    return route.topic if template.is_literal else None
 
 
 @admin.register(Cluster)
@@ -43,10 +74,13 @@ class SchemaAdmin(admin.ModelAdmin):
 
 @admin.register(Topic)
 class TopicAdmin(admin.ModelAdmin):
+    """Topics Sluice serves; "Create in Kafka" makes the selected ones in their clusters (never on save)."""
+
     list_display = [
         "name",
         "description",
         "cluster",
+        "kafka",
         "value_format",
         "key_format",
         "cache_max_messages",
@@ -56,9 +90,18 @@ class TopicAdmin(admin.ModelAdmin):
     ]
     list_filter = ["cluster", "value_format"]
     search_fields = ["name", "description"]
-    readonly_fields = ["created", "updated"]
+    readonly_fields = ["created", "updated", "kafka_state"]
+    actions = ["kafka_create"]
     fieldsets = [
         (None, {"fields": ["name", "description", "cluster", "schema"]}),
+        (
+            "In Kafka",
+            {
+                "fields": ["kafka_state", "partitions", "replication_factor", "configs"],
+                "description": 'Sluice creates the topic only when asked: the list\'s "Create in Kafka" action, '
+                "POST /api/topics/{name}/create/ or applyconfig --create-topics. These fields are what it asks for.",
+            },
+        ),
         (
             "Record formats",
             {
@@ -70,6 +113,39 @@ class TopicAdmin(admin.ModelAdmin):
         ("Cache", {"fields": ["cache_max_messages", "cache_max_bytes", "cache_max_age_seconds"]}),
         ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
     ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Topic]:
+        return super().get_queryset(request).select_related("cluster")
+
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
+        """The page's rows, each with its state in Kafka (one request per cluster for the whole page)."""
+        changelist = super().get_changelist_instance(request)
+        rows = list(changelist.result_list)
+        states = topic_rows_state(rows)
+        for row in rows:
+            setattr(row, _STATE, states.get(row.name))
+        return changelist
+
+    @admin.display(description="in Kafka")
+    def kafka(self, topic: Topic) -> str:
+        return _state_shown(topic)
+
+    @admin.display(description="state in Kafka")
+    def kafka_state(self, topic: Topic) -> str:
+        if topic.pk is None:
+            return "Save the topic, then create it in Kafka from the topic list."
+        return topic_rows_state([topic])[topic.name].summary
+
+    @admin.action(description="Create in Kafka")
+    def kafka_create(self, request: HttpRequest, queryset: QuerySet[Topic]) -> None:
+        """Create each selected topic in its cluster; one message per topic, Kafka's reason when it refuses."""
+        for topic in queryset.select_related("cluster").order_by("name"):
+            try:
+                creation = topic_create(topic)
+            except TopicCreateError as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+                continue
+            self.message_user(request, creation.message, messages.SUCCESS if creation.created else messages.INFO)
 
 
 class RouteFilterInline(admin.TabularInline):
@@ -83,6 +159,7 @@ class RouteAdmin(admin.ModelAdmin):
     list_display = [
         "path",
         "topic",
+        "topic_in_kafka",
         "kind",
         "guard",
         "initial",
@@ -105,6 +182,45 @@ class RouteAdmin(admin.ModelAdmin):
         ("Delivery", {"fields": ["retry_ms", "heartbeat_seconds", "max_pending_bytes"]}),
         ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
     ]
+
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
+        """The page's routes, each with its topic's state in Kafka; a warning names those whose topic is missing."""
+        changelist = super().get_changelist_instance(request)
+        rows = list(changelist.result_list)
+        topics = {route.pk: route_literal_topic(route) for route in rows}
+        states = topic_names_state(name for name in topics.values() if name)
+        missing: list[str] = []
+        for route in rows:
+            state = states.get(topics[route.pk] or "")
+            setattr(route, _STATE, state)
+            if state is not None and state.state == MISSING:
+                missing.append(f"{route.path} ({state.topic} on cluster {state.cluster})")
+        if missing:
+            self.message_user(
+                request,
+                "Routes on a topic missing from Kafka: "
+                + "; ".join(missing)
+                + '. Create the topic (Topics, "Create in Kafka"), or correct the route\'s topic.',
+                messages.WARNING,
+            )
+        return changelist
+
+    def save_model(self, request: HttpRequest, obj: Route, form: Any, change: bool) -> None:
+        """Save as asked; a route whose topic Kafka does not have (a misspelling, say) is saved with a warning."""
+        super().save_model(request, obj, form, change)
+        name = route_literal_topic(obj)
+        state = topic_names_state([name])[name] if name else None
+        if state is not None and state.state == MISSING:
+            self.message_user(
+                request, f"Route {obj.path} is saved, but its topic {name} is {state.summary}.", messages.WARNING
+            )
+
+    @admin.display(description="topic in Kafka")
+    def topic_in_kafka(self, route: Route) -> str:
+        state: TopicState | None = getattr(route, _STATE, None)
+        if state is None:
+            return "per request" if route.kind == Route.Kind.SSE_KAFKA else ""
+        return f"\u26a0 {state.summary}" if state.state == MISSING else state.summary
 
     @admin.display(description="Sluice's endpoints first")
     def endpoints_first(self, route: Route) -> str:

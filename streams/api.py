@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rest_framework import serializers
+from rest_framework import serializers, status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.routers import DefaultRouter
 
 from common.api import ConfigViewSet, ServiceSerializer, api_fields
@@ -12,6 +15,14 @@ from common.models import fields_read_only
 from guards.models import Guard
 from streams import services
 from streams.models import Cluster, Route, RouteFilter, Schema, Topic
+from streams.topics import TopicCreateError, topic_create, topic_rows_state
+
+# How a failed creation answers: Kafka's refusal is the request's problem, no answer is the cluster's.
+_CREATE_FAILED = {
+    "refused": (status.HTTP_400_BAD_REQUEST, "kafka_refused"),
+    "configuration": (status.HTTP_400_BAD_REQUEST, "cluster_configuration"),
+    "unavailable": (status.HTTP_503_SERVICE_UNAVAILABLE, "kafka_unavailable"),
+}
 
 
 class ClusterSerializer(ServiceSerializer):
@@ -108,7 +119,7 @@ class SchemaViewSet(ConfigViewSet):
 
 
 class TopicViewSet(ConfigViewSet):
-    """Kafka topics Sluice serves: cache bounds and schema."""
+    """Kafka topics Sluice serves: cache bounds and schema; their state in Kafka, and creating them there."""
 
     queryset = Topic.objects.select_related("schema", "cluster")
     serializer_class = TopicSerializer
@@ -117,6 +128,25 @@ class TopicViewSet(ConfigViewSet):
 
     def instance_delete(self, instance: Topic) -> None:
         services.topic_delete(topic=instance)
+
+    @action(detail=True, methods=["get"], url_path="kafka")
+    def kafka(self, request: Request, name: str | None = None) -> Response:
+        """The topic in its cluster: ``exists``, ``missing`` or ``unknown`` (unreachable), partitions, end offsets."""
+        topic = self.get_object()
+        return Response(topic_rows_state([topic])[topic.name].as_json())
+
+    @action(detail=True, methods=["post"], url_path="create")
+    def create_in_kafka(self, request: Request, name: str | None = None) -> Response:
+        """Create the topic in its cluster (201), or say that it exists already (200); Kafka's reason if it refuses."""
+        topic = self.get_object()
+        try:
+            creation = topic_create(topic)
+        except TopicCreateError as exc:
+            code, error = _CREATE_FAILED[exc.cause]
+            return Response({"error": error, "status": code, "detail": str(exc)}, status=code)
+        answer = {"topic": topic.name, "cluster": creation.cluster, "created": creation.created}
+        answer["detail"] = creation.message
+        return Response(answer, status=status.HTTP_201_CREATED if creation.created else status.HTTP_200_OK)
 
 
 class RouteViewSet(ConfigViewSet):

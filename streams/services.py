@@ -41,6 +41,9 @@ class TopicFields(TypedDict, total=False):
     value_avro_schema: dict[str, Any] | list[Any] | str | None
     key_avro_schema: dict[str, Any] | list[Any] | str | None
     registry: str
+    partitions: int | None
+    replication_factor: int | None
+    configs: dict[str, str | int | float]
     cache_max_messages: int
     cache_max_bytes: int
     cache_max_age_seconds: int

@@ -8,6 +8,7 @@ writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,12 +101,18 @@ class ConfigReport:
 
 
 def config_apply(
-    document: Document, *, prune: bool = False, check: bool = False, report: ConfigReport | None = None
+    document: Document,
+    *,
+    prune: bool = False,
+    check: bool = False,
+    report: ConfigReport | None = None,
+    checked: Callable[[ConfigReport], None] | None = None,
 ) -> ConfigReport:
     """Apply ``document`` all or nothing: every problem is collected, and any problem changes nothing.
 
     ``check`` runs the very same writes in a transaction that is rolled back, so
-    it refuses exactly what a real apply would.
+    it refuses exactly what a real apply would; ``checked`` is called before the
+    rollback, to read the rows as the file would leave them.
     """
     report = report or ConfigReport(document.filename)
     report.check = check
@@ -150,6 +157,8 @@ def config_apply(
         if problems:
             raise ConfigError(problems)
         if check:
+            if checked is not None:
+                checked(report)
             transaction.set_rollback(True)
     return report
 

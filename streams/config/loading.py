@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,8 +42,10 @@ def config_load(path: str) -> LoadedConfig:
     return LoadedConfig(translation.document, kind, translation.skipped)
 
 
-def config_apply_file(path: str, *, prune: bool = False, check: bool = False) -> ConfigReport:
-    """Load, translate if needed, and apply the file at ``path``."""
+def config_apply_file(
+    path: str, *, prune: bool = False, check: bool = False, checked: Callable[[ConfigReport], None] | None = None
+) -> ConfigReport:
+    """Load, translate if needed, and apply the file at ``path`` (``checked``: see :func:`config_apply`)."""
     loaded = config_load(path)
     report = ConfigReport(loaded.document.filename, kind=loaded.kind, skipped=loaded.skipped)
-    return config_apply(loaded.document, prune=prune, check=check, report=report)
+    return config_apply(loaded.document, prune=prune, check=check, report=report, checked=checked)

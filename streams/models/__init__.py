@@ -17,6 +17,7 @@ from streams.models.validators import (
     validate_path_pattern,
     validate_registry,
     validate_template,
+    validate_topic_configs,
     validate_upstream_url,
 )
 from streams.models.validators import no_control as _no_control  # migrations 0001 and 0006 name it so
@@ -35,5 +36,6 @@ __all__ = [
     "validate_path_pattern",
     "validate_registry",
     "validate_template",
+    "validate_topic_configs",
     "validate_upstream_url",
 ]

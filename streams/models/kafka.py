@@ -9,7 +9,13 @@ from django.db import models
 from common.models import NAME_CHARACTERS, Named
 from streams.core.clusters import DEFAULT_CLUSTER, ClusterSpec
 from streams.core.formats.spec import FORMATS, REGISTRY_FORMATS, TEXT, FormatError, RecordFormats
-from streams.models.validators import KAFKA_TOPIC_NAME, no_control, validate_cluster_properties, validate_registry
+from streams.models.validators import (
+    KAFKA_TOPIC_NAME,
+    no_control,
+    validate_cluster_properties,
+    validate_registry,
+    validate_topic_configs,
+)
 
 _FORMAT_CHOICES = list(FORMATS.items())
 _REGISTRY_HELP = (
@@ -124,6 +130,25 @@ class Topic(Named):
         blank=True,
         validators=[validate_registry],
         help_text=_REGISTRY_HELP + " Blank: the cluster's.",
+    )
+    # How the topic is made in Kafka when someone asks Sluice to (never on save): streams.topics.
+    partitions = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Partitions when Sluice creates the topic in Kafka. Blank: the broker's default (num.partitions).",
+    )
+    replication_factor = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Replicas when Sluice creates the topic. Blank: the broker's default (default.replication.factor).",
+    )
+    configs = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_topic_configs],
+        help_text='Topic configs when Sluice creates it, e.g. {"cleanup.policy": "delete", "retention.ms": 604800000}.',
     )
     cache_max_messages = models.PositiveIntegerField(
         default=10_000, validators=[MinValueValidator(1)], help_text="Records kept in memory, all partitions together."

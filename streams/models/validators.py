@@ -23,6 +23,20 @@ KAFKA_TOPIC_NAME: RegexValidator = RegexValidator(
 )
 
 
+_TOPIC_CONFIG_NAME = re.compile(r"^[a-z][a-z0-9]*(\.[a-z0-9]+)*$")
+
+
+def validate_topic_configs(value: object) -> None:
+    """Topic configs Kafka is given when Sluice creates the topic: ``{"retention.ms": 604800000, ...}``."""
+    if not isinstance(value, dict):
+        raise ValidationError('Give the topic configs as an object, e.g. {"retention.ms": 604800000}.', code="configs")
+    for name, setting in value.items():
+        if not _TOPIC_CONFIG_NAME.match(name):
+            raise ValidationError(f"{name!r} is not a Kafka topic config name (e.g. cleanup.policy).", code="configs")
+        if isinstance(setting, bool) or not isinstance(setting, (str, int, float)):
+            raise ValidationError(f"{name}: give a string or a number.", code="configs")
+
+
 def validate_path_pattern(value: str) -> None:
     try:
         pattern_compile(value)

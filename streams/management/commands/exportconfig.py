@@ -1,4 +1,4 @@
-"""``manage.py exportconfig [-o FILE]``: every guard, schema, topic and route as a configuration file."""
+"""``manage.py exportconfig [-o FILE] [--kafka-state]``: the guards, schemas, topics and routes as a file."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from streams.config.engine import config_dump, config_export
+from streams.config.kafka_topics import config_topics_state
 
 
 class Command(BaseCommand):
@@ -15,9 +16,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("-o", "--output", help="File to write (default: standard output).")
+        parser.add_argument(
+            "--kafka-state",
+            action="store_true",
+            help="End with each topic's state in Kafka (exists, partitions, end offsets) as comments.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         text = config_dump(config_export())
+        if options["kafka_state"]:
+            text += config_topics_state()
         if not options["output"]:
             self.stdout.write(text, ending="")
             return
