@@ -11,6 +11,7 @@ is the one place they are read from the environment: when a client is made.
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 
 from streams.conf import streams_settings
 from streams.core.clusters import DEFAULT_CLUSTER, ClusterSpec
@@ -20,13 +21,23 @@ from streams.fanout.diagnosis import ClusterDiagnosis
 from streams.fanout.kafka import KafkaAccess
 from streams.models import Cluster, Topic
 
+# The default cluster of the worker serving the current request (its runtime's: the embedded broker's
+# when runstreams started one), set by the stream router around the Django views it passes requests to,
+# so the admin and the API look at the cluster the worker streams from. Unset: the environment's.
+worker_default_cluster: ContextVar[ClusterSpec | None] = ContextVar("worker_default_cluster", default=None)
+
 
 def default_cluster(bootstrap: str = "") -> ClusterSpec:
     """The cluster of topics that name none: the environment's, or an embedded broker's.
 
     ``bootstrap``: the embedded broker ``runstreams`` started (plain, so none of the
-    environment's client properties), unless it is the environment's own.
+    environment's client properties), unless it is the environment's own. Without it,
+    the cluster of the worker serving the current request, if any.
     """
+    if not bootstrap:
+        serving = worker_default_cluster.get()
+        if serving is not None:
+            return serving
     if bootstrap and bootstrap != streams_settings.KAFKA_BOOTSTRAP_SERVERS:
         return ClusterSpec.of(DEFAULT_CLUSTER, bootstrap, {})
     return ClusterSpec.of(DEFAULT_CLUSTER, streams_settings.KAFKA_BOOTSTRAP_SERVERS, streams_settings.KAFKA_PROPERTIES)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from streams.clusters import worker_default_cluster
 from streams.core.asgi import Receive, Scope, Send
 from streams.edge.lifecycle import stream_request
 from streams.edge.runtime import RUNTIME_KEY, WorkerRuntime
@@ -35,6 +36,13 @@ class StreamRouter:
             if found is not None:
                 await stream_request(self.runtime, scope, receive, send, RouteSet.one(*found))
                 return
-            # Django's views (/healthz, /readyz, /metrics) read the worker's runtime from their scope.
+            # Django's views (/healthz, /readyz, /metrics) read the worker's runtime from their scope, and
+            # the admin and the API see its default cluster (the embedded broker's, when it runs one).
             scope = {**scope, RUNTIME_KEY: self.runtime}
+            cluster = worker_default_cluster.set(self.runtime.default_cluster)
+            try:
+                await self.fallback(scope, receive, send)
+            finally:
+                worker_default_cluster.reset(cluster)
+            return
         await self.fallback(scope, receive, send)

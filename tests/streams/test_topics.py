@@ -15,6 +15,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from streams import topics
+from streams.clusters import default_cluster, worker_default_cluster
 from streams.models import Cluster, Route, Topic
 from streams.services import route_upsert, topic_upsert
 from tests.conftest import Kafka, free_port
@@ -192,18 +193,19 @@ def test_route_list_warns_of_a_topic_missing_from_kafka(
     assert "per request" in page
 
 
-def test_a_route_saved_on_a_missing_topic_says_so(
-    admin_client_logged_in: Client, kafka: Kafka, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("streams.clusters._bootstrap", kafka.bootstrap)  # the default cluster: the test broker
-    from tests.streams.test_admin import route_form
+def test_a_route_saved_on_a_missing_topic_says_so(admin_client_logged_in: Client, kafka: Kafka) -> None:
+    token = worker_default_cluster.set(default_cluster(kafka.bootstrap))  # as the stream router sets it
+    try:
+        from tests.streams.test_admin import route_form
 
-    response = admin_client_logged_in.post(
-        "/admin/streams/route/add/", route_form(path="/typo", topic="shop.ordres"), follow=True
-    )
-    assert Route.objects.filter(path="/typo").exists()
-    saved = "Route /typo is saved, but its topic shop.ordres is missing from cluster default."
-    assert saved in response.content.decode()
+        response = admin_client_logged_in.post(
+            "/admin/streams/route/add/", route_form(path="/typo", topic="shop.ordres"), follow=True
+        )
+        assert Route.objects.filter(path="/typo").exists()
+        saved = "Route /typo is saved, but its topic shop.ordres is missing from cluster default."
+        assert saved in response.content.decode()
+    finally:
+        worker_default_cluster.reset(token)
 
 
 def test_api_state_and_create(admin_client_logged_in: Client, kafka: Kafka, local: Cluster) -> None:
