@@ -4,7 +4,7 @@ Encodes the same records (about 200 bytes as JSON) with confluent-kafka's own
 Avro, Protobuf and JSON Schema serializers against a loopback schema registry,
 then times :class:`~streams.core.formats.record.RecordDecoder` on them (the work a
 hub's fetch thread does once per record) and the whole path a record takes to
-N live streams: decoding plus the hub's fan-out (``TopicHub._ingest``), against
+N live streams: decoding plus the hub's fan-out (``TopicHub.ingest``), against
 the same records as JSON text. Decoding happens once per record, so its share of
 a delivery shrinks as streams are added.
 
@@ -121,7 +121,7 @@ async def delivery_us(decoder: RecordDecoder, messages: list[FakeMessage], clien
     for index in range(0, len(messages), batch):
         chunk = messages[index : index + batch]
         started = time.perf_counter()
-        hub._ingest([decoder.record(m) for m in chunk])
+        hub.ingest([decoder.record(m) for m in chunk])
         elapsed += time.perf_counter() - started
         for sink in sinks:
             sink.writes.clear()

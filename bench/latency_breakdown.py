@@ -34,17 +34,17 @@ from streams.server.broker import EmbeddedBroker
 
 SITECUSTOMIZE = r"""
 import json, os, re, signal, time
-from streams.fanout import hub as _hub
+from streams.fanout import handoff as _handoff, hub as _hub
 from streams.core.records import Record as _Record
 
 _TS = re.compile(rb'"ts":(\d+)')
 _handed = {}
 _notes = []
-_from_thread, _ingest = _hub.TopicHub._from_thread, _hub.TopicHub._ingest
+_put, _ingest = _handoff.BatchHandoff.put, _hub.TopicHub.ingest
 
-def _from_thread_noted(self, batch):
+def _put_noted(self, batch):
     _handed[id(batch)] = time.time_ns()
-    _from_thread(self, batch)
+    _put(self, batch)
 
 def _ingest_noted(self, batch):
     started = time.time_ns()
@@ -57,7 +57,7 @@ def _ingest_noted(self, batch):
             if found:
                 _notes.append((int(found.group(1)), handed, started, written, len(batch)))
 
-_hub.TopicHub._from_thread, _hub.TopicHub._ingest = _from_thread_noted, _ingest_noted
+_handoff.BatchHandoff.put, _hub.TopicHub.ingest = _put_noted, _ingest_noted
 
 import gc
 _pauses = []
