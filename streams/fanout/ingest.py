@@ -172,57 +172,65 @@ class BatchOut:
                 filtered_routes=live.filtered_routes,
             )
 
+    # The two sends below write each stream inline (no call per stream): with thousands of live
+    # streams the batch's writes are most of its cost. A congested stream is not written: the
+    # client has not taken what it was sent yet, so it catches up from the cache at its own pace,
+    # from where it was level, and a burst that outruns a healthy connection does not pile up in
+    # its buffer. A write that overflows the stream's bound cuts it.
+
     def shared_send(self) -> None:
-        """Write each group of unfiltered streams its joined frames."""
+        """Write each group of unfiltered streams its joined frames (each had been written everything before)."""
         state, control, before = self.state, self.control, self.before
         unfiltered = state.live.unfiltered
         tally = state.tally
+        attempted = 0
         for group, frames in self.shared.items():
             data = frames[0] if len(frames) == 1 else b"".join(frames)
             progress = self.shared_last[group]
+            count, size = len(frames), len(data)
             sent = 0
             for sub in list(unfiltered[group]):
-                sent += send_live(state, control, sub, data, len(frames), progress, before)
+                sink = sub.sink
+                if sink.congested():
+                    control.demote(sub, before)
+                    continue
+                sub.sent_progress = progress
+                attempted += count
+                if not sink.write(data):
+                    tally(sub.route).slow += count
+                    control.cut(sub)
+                    continue
+                sub.events += count
+                sub.bytes += size
+                sent += 1
             if sent:
                 counts = tally(group.route)
-                counts.delivered += sent * len(frames)
-                counts.bytes += sent * len(data)
+                counts.delivered += sent * count
+                counts.bytes += sent * size
+        state.counters.deliveries += attempted
 
     def filtered_send(self) -> None:
         """Write the filtered streams their waiting frames (each had been written everything before ``flushed``)."""
         state, control, level, last, passed = self.state, self.control, self.flushed, self.last, self.passed
         tally = state.tally
+        attempted = 0
         for sub, frames in self.out.items():
             data = frames[0] if len(frames) == 1 else b"".join(frames)
-            passed[sub.route] += len(frames)
-            if send_live(state, control, sub, data, len(frames), last[sub], level):
-                counts = tally(sub.route)
-                counts.delivered += len(frames)
-                counts.bytes += len(data)
-
-
-def send_live(
-    state: HubState,
-    control: HubControl,
-    sub: Subscriber,
-    data: bytes,
-    count: int,
-    progress: str,
-    before: dict[int, int],
-) -> int:
-    """Write one batch to a live stream; 1 if it was written, 0 if the stream was deferred or cut."""
-    if sub.sink.congested():
-        # The client has not taken what it was sent yet. Stop pushing: it catches
-        # up from the cache at its own pace, from where it was level, so a burst
-        # that outruns a healthy connection does not pile up in its buffer.
-        control.demote(sub, before)
-        return 0
-    sub.sent_progress = progress
-    state.counters.deliveries += count
-    if not sub.sink.write(data):
-        state.tally(sub.route).slow += count
-        control.cut(sub)
-        return 0
-    sub.events += count
-    sub.bytes += len(data)
-    return 1
+            count, size = len(frames), len(data)
+            passed[sub.route] += count
+            sink = sub.sink
+            if sink.congested():
+                control.demote(sub, level)
+                continue
+            sub.sent_progress = last[sub]
+            attempted += count
+            if not sink.write(data):
+                tally(sub.route).slow += count
+                control.cut(sub)
+                continue
+            sub.events += count
+            sub.bytes += size
+            counts = tally(sub.route)
+            counts.delivered += count
+            counts.bytes += size
+        state.counters.deliveries += attempted
