@@ -9,8 +9,9 @@ share its :class:`~streams.fanout.state.HubState` and see the hub only as a
 out each batch, :mod:`~streams.fanout.planning` works out where a new stream
 starts, :mod:`~streams.fanout.catchup` brings a stream that starts behind level
 with the hub, :mod:`~streams.fanout.handoff` brings the fetched batches to the
-event loop, :mod:`~streams.fanout.liveset` indexes the live streams for the
-fan-out, and :mod:`~streams.fanout.counts` keeps the per-route counts.
+event loop, :mod:`~streams.fanout.keepalive` keeps quiet streams open,
+:mod:`~streams.fanout.liveset` indexes the live streams for the fan-out, and
+:mod:`~streams.fanout.counts` keeps the per-route counts.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from streams.core.ids import EventId, progress_encode
 from streams.core.records import Record
-from streams.core.sse import HEARTBEAT, checkpoint_frame, preamble
+from streams.core.sse import preamble
 from streams.fanout.access import LiveFeed, TopicAccess, TopicReaders, access_call
 from streams.fanout.cache import CacheLimits, PartitionCache, TopicCache
 from streams.fanout.catchup import CatchUp
@@ -32,6 +33,7 @@ from streams.fanout.cutoffs import loop_cutoffs
 from streams.fanout.handoff import BatchHandoff
 from streams.fanout.ingest import batch_fan_out
 from streams.fanout.kafka import PartitionEnd, RecordMake
+from streams.fanout.keepalive import keepalives_send
 from streams.fanout.liveset import LiveSet
 from streams.fanout.planning import StartPlan, StartPlanner
 from streams.fanout.state import HubCounters, HubState
@@ -45,10 +47,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("sluice.hub")
 
 T = TypeVar("T")
-
-# A keep-alive may go out this much before it is due: the ticker's second is not exactly a second,
-# and one that came a hair early would otherwise wait for the next tick.
-HEARTBEAT_EARLY = 0.1
 
 
 class TopicHub:
@@ -281,21 +279,4 @@ class TopicHub:
         for sub in [sub for sub in self.catching_up if sub.demoted]:
             if sub.positions is not None and self.cache.behind(sub.positions):
                 self.cut(sub)
-        for sub in self.beats.due(now):
-            due = sub.sink.last_write + sub.heartbeat_seconds
-            if now < due - HEARTBEAT_EARLY:  # it wrote since: due later
-                self.beats.schedule(sub, due)
-                continue
-            if sub.sink.congested():  # it has not taken the last bytes: no point adding more yet
-                self.beats.schedule(sub, now + 1)
-                continue
-            current = self.state.progress.token if sub.positions is None else progress_encode(sub.positions)
-            if current != sub.sent_progress:
-                sub.sent_progress = current
-                data = b":\n" + checkpoint_frame(current)
-            else:
-                data = HEARTBEAT
-            if sub.sink.write(data):
-                self.beats.schedule(sub, now + sub.heartbeat_seconds)
-            else:
-                self.cut(sub)
+        keepalives_send(self.beats, self.state, self, now)
