@@ -4,7 +4,7 @@ Encodes the same records (about 200 bytes as JSON) with confluent-kafka's own
 Avro, Protobuf and JSON Schema serializers against a loopback schema registry,
 then times :class:`~streams.core.formats.record.RecordDecoder` on them (the work a
 hub's fetch thread does once per record) and the whole path a record takes to
-N live streams: decoding plus the hub's fan-out (``batch_fan_out``), against
+N live streams: decoding plus the hub's fan-out (``TopicHub.ingest``), against
 the same records as JSON text. Decoding happens once per record, so its share of
 a delivery shrinks as streams are added.
 
@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.ingest import CollectingSink, hub_make
 from streams.core.formats.record import RecordDecoder
 from streams.core.formats.spec import RecordFormats
-from streams.fanout.ingest import batch_fan_out
 from streams.fanout.planning import StartPlan
 from streams.fanout.subscriber import Subscriber, SubscriberOptions
 from tests.support.kafka_messages import FakeMessage
@@ -122,7 +121,7 @@ async def delivery_us(decoder: RecordDecoder, messages: list[FakeMessage], clien
     for index in range(0, len(messages), batch):
         chunk = messages[index : index + batch]
         started = time.perf_counter()
-        batch_fan_out(hub, [decoder.record(m) for m in chunk])
+        hub.ingest([decoder.record(m) for m in chunk])
         elapsed += time.perf_counter() - started
         for sink in sinks:
             sink.writes.clear()

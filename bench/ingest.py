@@ -1,6 +1,6 @@
 """The hub's per-record cost in process, with and without a schema (no broker, no sockets).
 
-Feeds batches of 200-byte JSON records straight into ``TopicHub._ingest`` with N
+Feeds batches of 200-byte JSON records straight into ``TopicHub.ingest`` with N
 live streams whose sinks only collect bytes, and prints microseconds per record
 for: no schema, a topic schema, a route schema shared by every stream, and
 every stream with its own key filter (records keyed round-robin over the N
@@ -18,6 +18,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -25,8 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streams.core.filters import FilterSet, MessageFilter
 from streams.core.records import Record
 from streams.core.schemas import SchemaCheck, schema_validator_compile
+from streams.fanout.access import BacklogRead, BatchDeliver, LiveFeed
 from streams.fanout.cache import CacheLimits
 from streams.fanout.hub import TopicHub
+from streams.fanout.kafka import KafkaUnavailable, PartitionEnd, RecordMake
 from streams.fanout.planning import StartPlan
 from streams.fanout.subscriber import Subscriber, SubscriberOptions
 
@@ -56,12 +59,41 @@ class CollectingSink:
         return None
 
 
+class NoCluster:
+    """The hub's access and readers where nothing reaches Kafka: every stream is live, batches are handed in."""
+
+    executor = None
+    timeout = 1.0
+
+    def __init__(self) -> None:
+        self.backlog_slots = asyncio.Semaphore(1)
+
+    def partitions(self, topic: str) -> list[int]:
+        raise self.unavailable("no cluster in this benchmark")
+
+    def watermarks(self, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, int]]:
+        raise self.unavailable("no cluster in this benchmark")
+
+    def offsets_for_time(self, topic: str, partitions: Iterable[int], timestamp_ms: int) -> dict[int, int]:
+        raise self.unavailable("no cluster in this benchmark")
+
+    def unavailable(self, detail: str) -> KafkaUnavailable:
+        return KafkaUnavailable(detail)
+
+    def live(self, topic: str, start: dict[int, int], deliver: BatchDeliver, record_make: RecordMake) -> LiveFeed:
+        raise self.unavailable("no cluster in this benchmark")
+
+    def backlog(self, topic: str, record_make: RecordMake) -> BacklogRead:
+        raise self.unavailable("no cluster in this benchmark")
+
+
 def hub_make(partitions: int) -> TopicHub:
-    hub = TopicHub("bench", access=None, limits=CacheLimits(max_messages=5000, max_bytes=1 << 30))  # type: ignore[arg-type]
+    """A hub level at offset 0 of each partition, never started: the benchmark hands it its batches."""
+    cluster = NoCluster()
+    hub = TopicHub("bench", cluster, CacheLimits(max_messages=5000, max_bytes=1 << 30), readers=cluster)
     hub.partitions = list(range(partitions))
     hub.next = dict.fromkeys(hub.partitions, 0)
     hub.cache.reset(dict.fromkeys(hub.partitions, 0))
-    hub._in_flight.acquire = lambda *a, **k: True  # type: ignore[method-assign]
     return hub
 
 
@@ -86,7 +118,7 @@ async def per_record_us(
     count = 0
     elapsed = 0.0
     for index in range(batches):
-        batch = []
+        batch: list[Record | PartitionEnd] = []
         for _ in range(size):
             p = count % 3
             value = json.dumps({"seq": count, "pad": "x" * 180}).encode()
@@ -95,7 +127,7 @@ async def per_record_us(
             offsets[p] += 1
             count += 1
         started = time.perf_counter()
-        hub._ingest(batch)
+        hub.ingest(batch)
         elapsed += time.perf_counter() - started
         if index % 20 == 0:
             for sink in sinks:

@@ -33,27 +33,22 @@ from bench.lib.servers import SluiceServer
 from streams.server.broker import EmbeddedBroker
 
 SITECUSTOMIZE = r"""
-import json, os, re, signal, sys, time
-from streams.fanout import ingest as _ingest, kafka as _kafka
+import json, os, re, signal, time
+from streams.fanout import handoff as _handoff, hub as _hub
 from streams.core.records import Record as _Record
 
 _TS = re.compile(rb'"ts":(\d+)')
 _handed = {}
 _notes = []
-_fan_out, _Fetcher = _ingest.batch_fan_out, _kafka.LiveFetcher
+_put, _ingest = _handoff.BatchHandoff.put, _hub.TopicHub.ingest
 
-# The topic's fetch thread, noting when it hands each batch over to the hub.
-class _NotedFetcher(_Fetcher):
-    def __init__(self, access, topic, start, deliver, *args, **kwargs):
-        def deliver_noted(batch):
-            _handed[id(batch)] = time.time_ns()
-            deliver(batch)
+def _put_noted(self, batch):
+    _handed[id(batch)] = time.time_ns()
+    _put(self, batch)
 
-        super().__init__(access, topic, start, deliver_noted, *args, **kwargs)
-
-def _fan_out_noted(hub, batch):
+def _ingest_noted(self, batch):
     started = time.time_ns()
-    _fan_out(hub, batch)
+    _ingest(self, batch)
     written = time.time_ns()
     handed = _handed.pop(id(batch), started)
     for record in batch:
@@ -62,9 +57,7 @@ def _fan_out_noted(hub, batch):
             if found:
                 _notes.append((int(found.group(1)), handed, started, written, len(batch)))
 
-# The hub takes both by name when it is imported, so they are replaced before anything imports it.
-assert "streams.fanout.hub" not in sys.modules
-_kafka.LiveFetcher, _ingest.batch_fan_out = _NotedFetcher, _fan_out_noted
+_handoff.BatchHandoff.put, _hub.TopicHub.ingest = _put_noted, _ingest_noted
 
 import gc
 _pauses = []

@@ -14,6 +14,7 @@ from streams.core.formats.spec import RecordFormats
 from streams.fanout.cache import CacheLimits
 from streams.fanout.hub import TopicHub
 from streams.fanout.kafka import KafkaAccess
+from streams.fanout.readers import KafkaReaders
 
 if TYPE_CHECKING:
     from streams.core.schemas import SchemaCheck
@@ -101,7 +102,7 @@ class Hubs:
         future: asyncio.Future[TopicHub] = asyncio.get_running_loop().create_future()
         self._starting[name] = future
         try:
-            hub = TopicHub(topic, access, limits, self._decoder(topic, formats))
+            hub = TopicHub(topic, access, limits, self._decoder(topic, formats), readers=KafkaReaders(access))
             hub.schema = schema
             await hub.start()
         except BaseException as exc:

@@ -21,48 +21,33 @@ from typing import TYPE_CHECKING
 from streams.core.records import Record
 from streams.fanout.counts import BatchDrops
 from streams.fanout.kafka import PartitionEnd
+from streams.fanout.state import HubControl, HubState
 from streams.fanout.subscriber import GroupKey, Subscriber
 
 if TYPE_CHECKING:
-    from streams.fanout.hub import TopicHub
+    from streams.core.schemas import SchemaCheck
 
 # Filtered streams with frames waiting that are written before the batch ends (see above).
 FLUSH_STREAMS = 64
 
 
-def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
+def batch_fan_out(state: HubState, control: HubControl, batch: list[Record | PartitionEnd]) -> None:
     """Take one fetched batch: move the hub's position, cache the records, write each stream its frames."""
-    # Every live subscriber has been written everything before this batch ...
-    before = dict(hub.next)
-    # ... and every filtered one everything before the records not yet written to them.
-    flushed = before
-    shared: defaultdict[GroupKey, list[bytes]] = defaultdict(list)
-    shared_last: dict[GroupKey, str] = {}
-    out: defaultdict[Subscriber, list[bytes]] = defaultdict(list)
-    last: dict[Subscriber, str] = {}
-    passed: defaultdict[str, int] = defaultdict(int)
-    live = hub.live
-    unfiltered = live.unfiltered
-    by_key = live.by_key
-    any_key = live.any_key
-    nxt = hub.next
-    tokens = hub.progress
-    cache_append = hub.cache.append
-    topic_schema = hub.schema
-    # Records the streams saw this batch, and what schemas or encoding kept from them:
-    # counted here per record (or per group), never per frame per stream.
-    taken = 0
-    topic_rejected = 0
-    undecodable = 0
-    dropped: BatchDrops | None = None
+    # The loop runs per record: each step taken out of it would be a call per record (per group,
+    # per stream) where a local costs nothing. What runs per batch or on a rare path (a drop) is
+    # :class:`BatchOut`'s.
+    fan = BatchOut(state, control)
+    shared, shared_last, out, last = fan.shared, fan.shared_last, fan.out, fan.last
+    nxt = state.positions
+    tokens = state.progress
+    cache_append = state.cache.append
+    topic_schema = state.schema
+    live = state.live
+    unfiltered, by_key, any_key = live.unfiltered, live.by_key, live.any_key
+    # Records read, those the streams saw, and what the topic's schema or decoding kept from them.
+    records = taken = topic_rejected = undecodable = 0
     for item in batch:
         partition = item.partition
-        if not hub.ready.is_set():
-            # Its end or its first record shows the fetch has reached where the hub
-            # started: a partition written to without pause may never report its end.
-            hub.ended.add(partition)
-            if len(hub.ended) == len(hub.partitions):
-                hub.ready.set()
         if type(item) is PartitionEnd:
             if item.offset > nxt[partition]:
                 nxt[partition] = item.offset
@@ -75,7 +60,7 @@ def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
         tokens.move(partition, offset)
         record.progress_id = progress_id = tokens.token
         cache_append(record)
-        hub.records_in += 1
+        records += 1
         if record.problem is not None:
             # Did not decode by the topic's format (logged when read): skipped, progress moves past it.
             undecodable += 1
@@ -83,23 +68,18 @@ def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
         if topic_schema is not None and not topic_schema.admits(record):
             # Progress still moves past it: the next frame or checkpoint carries it.
             topic_rejected += 1
-            topic_schema.rejected_log(hub.topic, record, "topic")
+            topic_schema.rejected_log(state.topic, record, "topic")
             continue
         taken += 1
         for group, subs in unfiltered.items():
             if subs:
                 schema = group.schema
                 if schema is not None and not schema.admits(record):
-                    dropped = dropped or BatchDrops()
-                    dropped[group.route].schema += len(subs)
-                    hub.tally(group.route).schema_records += 1
-                    schema.rejected_log(hub.topic, record, f"route {group.route}")
+                    fan.group_rejected(group, len(subs), schema, record)
                     continue
                 frame = record.live_frame(group.form, group.binary)
                 if frame is None:
-                    hub.invalid += 1
-                    dropped = dropped or BatchDrops()
-                    dropped[group.route].invalid += len(subs)
+                    fan.invalid(group.route, len(subs))
                 else:
                     shared[group].append(frame)
                     shared_last[group] = progress_id
@@ -109,82 +89,148 @@ def batch_fan_out(hub: TopicHub, batch: list[Record | PartitionEnd]) -> None:
                 if sub.filters.matches(record.match_key, record.headers):
                     schema = sub.schema
                     if schema is not None and not schema.admits(record):
-                        dropped = dropped or BatchDrops()
-                        dropped[sub.route].schema += 1
-                        schema.rejected_log(hub.topic, record, f"route {sub.route}")
+                        fan.rejected(sub.route, 1, schema, record)
                         continue
                     frame = record.live_frame(sub.form, sub.binary)
                     if frame is None:
-                        hub.invalid += 1
-                        dropped = dropped or BatchDrops()
-                        dropped[sub.route].invalid += 1
+                        fan.invalid(sub.route, 1)
                     else:
                         out[sub].append(frame)
                         last[sub] = progress_id
         if len(out) >= FLUSH_STREAMS:
-            filtered_send(hub, out, last, passed, flushed)
-            out.clear()
-            last.clear()
-            flushed = dict(nxt)
-    hub.cache.evict()
-    tally = hub.tally
-    for group, frames in shared.items():
-        data = frames[0] if len(frames) == 1 else b"".join(frames)
-        progress = shared_last[group]
-        sent = 0
-        for sub in list(unfiltered[group]):
-            sent += send_live(hub, sub, data, len(frames), progress, before)
-        if sent:
-            counts = tally(group.route)
-            counts.delivered += sent * len(frames)
-            counts.bytes += sent * len(data)
-    filtered_send(hub, out, last, passed, flushed)
-    if taken or topic_rejected or undecodable:
-        hub.schema_invalid += topic_rejected
-        hub.undecodable += undecodable
-        tally.batch(
-            taken=taken,
-            topic_rejected=topic_rejected,
-            undecodable=undecodable,
-            dropped=dropped,
-            passed=passed,
-            live_routes=[sub.route for sub in live] if topic_rejected or undecodable else [],
-            filtered_routes=live.filtered_routes,
-        )
+            fan.filtered_flush()
+    fan.finish(records, taken, topic_rejected, undecodable)
 
 
-def filtered_send(
-    hub: TopicHub,
-    out: dict[Subscriber, list[bytes]],
-    last: dict[Subscriber, str],
-    passed: defaultdict[str, int],
-    level: dict[int, int],
-) -> None:
-    """Write the filtered streams their waiting frames; ``level`` is where each had been written everything."""
-    tally = hub.tally
-    for sub, frames in out.items():
-        data = frames[0] if len(frames) == 1 else b"".join(frames)
-        passed[sub.route] += len(frames)
-        if send_live(hub, sub, data, len(frames), last[sub], level):
+class BatchOut:
+    """The frames one batch has for the live streams, and what schemas or encoding kept from them.
+
+    Unfiltered streams that share a :class:`~streams.fanout.subscriber.GroupKey` get one joined
+    buffer (``shared``), filtered ones their own (``out``). Drops are counted here per record (or
+    per group), never per frame per stream.
+    """
+
+    __slots__ = ("before", "control", "dropped", "flushed", "last", "out", "passed", "shared", "shared_last", "state")
+
+    def __init__(self, state: HubState, control: HubControl) -> None:
+        self.state = state
+        self.control = control
+        # Every live subscriber has been written everything before this batch ...
+        self.before = dict(state.positions)
+        # ... and every filtered one everything before the records not yet written to them.
+        self.flushed = self.before
+        self.shared: defaultdict[GroupKey, list[bytes]] = defaultdict(list)
+        self.shared_last: dict[GroupKey, str] = {}
+        self.out: defaultdict[Subscriber, list[bytes]] = defaultdict(list)
+        self.last: dict[Subscriber, str] = {}
+        self.passed: defaultdict[str, int] = defaultdict(int)
+        self.dropped: BatchDrops | None = None  # made on the first drop (most batches have none)
+
+    def rejected(self, route: str, streams: int, schema: SchemaCheck, record: Record) -> None:
+        """A record a route's schema rejects: kept from ``streams`` streams of ``route``, and logged."""
+        self.dropped = dropped = self.dropped or BatchDrops()
+        dropped[route].schema += streams
+        schema.rejected_log(self.state.topic, record, f"route {route}")
+
+    def group_rejected(self, group: GroupKey, streams: int, schema: SchemaCheck, record: Record) -> None:
+        """A record a group's route schema rejects: :meth:`rejected`, and counted once for the route."""
+        self.state.tally(group.route).schema_records += 1
+        self.rejected(group.route, streams, schema, record)
+
+    def invalid(self, route: str, streams: int) -> None:
+        """A record with no frame in a route's id form (not UTF-8 text): kept from ``streams`` streams."""
+        self.state.counters.invalid += 1
+        self.dropped = dropped = self.dropped or BatchDrops()
+        dropped[route].invalid += streams
+
+    def filtered_flush(self) -> None:
+        """Write the filtered streams their frames now (see the module's docstring)."""
+        self.filtered_send()
+        self.out.clear()
+        self.last.clear()
+        self.flushed = dict(self.state.positions)
+
+    def finish(self, records: int, taken: int, topic_rejected: int, undecodable: int) -> None:
+        """Evict what the cache holds over its bounds, write every stream its frames, count the batch."""
+        state = self.state
+        state.cache.evict()
+        counters = state.counters
+        counters.records_in += records
+        self.shared_send()
+        self.filtered_send()
+        if taken or topic_rejected or undecodable:
+            counters.schema_invalid += topic_rejected
+            counters.undecodable += undecodable
+            live = state.live
+            state.tally.batch(
+                taken=taken,
+                topic_rejected=topic_rejected,
+                undecodable=undecodable,
+                dropped=self.dropped,
+                passed=self.passed,
+                live_routes=[sub.route for sub in live] if topic_rejected or undecodable else [],
+                filtered_routes=live.filtered_routes,
+            )
+
+    # The two sends below write each stream inline (no call per stream): with thousands of live
+    # streams the batch's writes are most of its cost. A congested stream is not written: the
+    # client has not taken what it was sent yet, so it catches up from the cache at its own pace,
+    # from where it was level, and a burst that outruns a healthy connection does not pile up in
+    # its buffer. A write that overflows the stream's bound cuts it.
+
+    def shared_send(self) -> None:
+        """Write each group of unfiltered streams its joined frames (each had been written everything before)."""
+        state, control, before = self.state, self.control, self.before
+        unfiltered = state.live.unfiltered
+        tally = state.tally
+        attempted = 0
+        for group, frames in self.shared.items():
+            data = frames[0] if len(frames) == 1 else b"".join(frames)
+            progress = self.shared_last[group]
+            count, size = len(frames), len(data)
+            sent = 0
+            for sub in list(unfiltered[group]):
+                sink = sub.sink
+                if sink.congested():
+                    control.demote(sub, before)
+                    continue
+                sub.sent_progress = progress
+                attempted += count
+                if not sink.write(data):
+                    tally(sub.route).slow += count
+                    control.cut(sub)
+                    continue
+                sub.events += count
+                sub.bytes += size
+                sent += 1
+            if sent:
+                counts = tally(group.route)
+                counts.delivered += sent * count
+                counts.bytes += sent * size
+        state.counters.deliveries += attempted
+
+    def filtered_send(self) -> None:
+        """Write the filtered streams their waiting frames (each had been written everything before ``flushed``)."""
+        state, control, level, last, passed = self.state, self.control, self.flushed, self.last, self.passed
+        tally = state.tally
+        attempted = 0
+        for sub, frames in self.out.items():
+            data = frames[0] if len(frames) == 1 else b"".join(frames)
+            count, size = len(frames), len(data)
+            passed[sub.route] += count
+            sink = sub.sink
+            if sink.congested():
+                control.demote(sub, level)
+                continue
+            sub.sent_progress = last[sub]
+            attempted += count
+            if not sink.write(data):
+                tally(sub.route).slow += count
+                control.cut(sub)
+                continue
+            sub.events += count
+            sub.bytes += size
             counts = tally(sub.route)
-            counts.delivered += len(frames)
-            counts.bytes += len(data)
-
-
-def send_live(hub: TopicHub, sub: Subscriber, data: bytes, count: int, progress: str, before: dict[int, int]) -> int:
-    """Write one batch to a live stream; 1 if it was written, 0 if the stream was deferred or cut."""
-    if sub.sink.congested():
-        # The client has not taken what it was sent yet. Stop pushing: it catches
-        # up from the cache at its own pace, from where it was level, so a burst
-        # that outruns a healthy connection does not pile up in its buffer.
-        hub.demote(sub, before)
-        return 0
-    sub.sent_progress = progress
-    hub.deliveries += count
-    if not sub.sink.write(data):
-        hub.tally(sub.route).slow += count
-        hub.cut(sub)
-        return 0
-    sub.events += count
-    sub.bytes += len(data)
-    return 1
+            counts.delivered += count
+            counts.bytes += size
+        state.counters.deliveries += attempted

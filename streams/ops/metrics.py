@@ -39,39 +39,43 @@ _TOPIC_SERIES: dict[str, tuple[str, str, Callable[[TopicHub], float]]] = {
     "sluice_subscribers_catching_up": ("gauge", "Streams reading history.", lambda h: len(h.catching_up)),
     "sluice_cache_records": ("gauge", "Records in the cache.", lambda h: h.cache.records),
     "sluice_cache_bytes": ("gauge", "Bytes in the cache.", lambda h: h.cache.bytes),
-    "sluice_records_total": ("counter", "Records read from Kafka.", lambda h: h.records_in),
-    "sluice_deliveries_total": ("counter", "Events written to clients.", lambda h: h.deliveries),
+    "sluice_records_total": ("counter", "Records read from Kafka.", lambda h: h.counters.records_in),
+    "sluice_deliveries_total": ("counter", "Events written to clients.", lambda h: h.counters.deliveries),
     "sluice_slow_clients_cut_total": (
         "counter",
         "Clients cut for exceeding max_pending_bytes.",
-        lambda h: h.cut_slow,
+        lambda h: h.counters.cut_slow,
     ),
     "sluice_slow_clients_deferred_total": (
         "counter",
         "Live clients moved to catch up from the cache because their connection was congested.",
-        lambda h: h.demotions,
+        lambda h: h.counters.demotions,
     ),
-    "sluice_catch_ups_cache_total": ("counter", "Catch-ups served from the cache.", lambda h: h.catch_ups_cache),
+    "sluice_catch_ups_cache_total": (
+        "counter",
+        "Catch-ups served from the cache.",
+        lambda h: h.counters.catch_ups_cache,
+    ),
     "sluice_catch_ups_kafka_total": (
         "counter",
         "Catch-ups that read Kafka (older than the cache).",
-        lambda h: h.catch_ups_kafka,
+        lambda h: h.counters.catch_ups_kafka,
     ),
     "sluice_resumes_past_end_total": (
         "counter",
         "Resumes naming offsets past the end of the log (topic recreated, cluster restored): started at the end.",
-        lambda h: h.clamped_past_end,
+        lambda h: h.counters.clamped_past_end,
     ),
     "sluice_resume_gap_records_total": (
         "counter",
         "Records resumes could not have: retention removed them before the stream came back.",
-        lambda h: h.gap_records,
+        lambda h: h.counters.gap_records,
     ),
-    "sluice_invalid_records_total": ("counter", "Records not sent: not UTF-8 text.", lambda h: h.invalid),
+    "sluice_invalid_records_total": ("counter", "Records not sent: not UTF-8 text.", lambda h: h.counters.invalid),
     "sluice_undecodable_records_total": (
         "counter",
         "Records whose value or key did not decode by the topic's format (bad bytes, unknown schema id): skipped.",
-        lambda h: h.undecodable,
+        lambda h: h.counters.undecodable,
     ),
     "sluice_registry_waiting": (
         "gauge",
@@ -81,7 +85,7 @@ _TOPIC_SERIES: dict[str, tuple[str, str, Callable[[TopicHub], float]]] = {
     "sluice_schema_rejected_total": (
         "counter",
         "Records that failed the topic's schema: delivered to no stream.",
-        lambda h: h.schema_invalid,
+        lambda h: h.counters.schema_invalid,
     ),
 }
 
@@ -159,9 +163,10 @@ class HubCollector(Collector):
         for topic, hub in hubs:
             for partition, behind in sorted(hub.lag().items()):
                 lag.add_metric([topic, str(partition)], behind)
-            total = hub.catch_ups_cache + hub.catch_ups_kafka
+            counters = hub.counters
+            total = counters.catch_ups_cache + counters.catch_ups_kafka
             if total:
-                ratio.add_metric([topic], hub.catch_ups_cache / total)
+                ratio.add_metric([topic], counters.catch_ups_cache / total)
         yield lag
         yield ratio
 

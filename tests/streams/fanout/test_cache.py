@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from streams.core.ids import progress_encode
 from streams.core.records import Record
 from streams.fanout.cache import CacheLimits, PartitionCache
 from streams.fanout.hub import TopicHub
+from tests.streams.fanout.test_hub import make_hub
 
 
 def record(offset: int, timestamp: int | None = None, partition: int = 0, value: bytes = b"v") -> Record:
@@ -118,24 +117,12 @@ def test_default_limits() -> None:
 # -- the hub's eviction policy -----------------------------------------------------
 
 
-class NoKafka:
-    """Stands in for KafkaAccess where the test never lets the hub reach Kafka."""
-
-    timeout = 1.0
-    executor: Any = None
-
-
 def hub_with(limits: CacheLimits, partitions: int = 2) -> TopicHub:
-    hub = TopicHub("t", NoKafka(), limits)  # type: ignore[arg-type]
-    hub.partitions = list(range(partitions))
-    hub.next = dict.fromkeys(hub.partitions, 0)
-    hub.cache.reset(dict.fromkeys(hub.partitions, 0))
-    return hub
+    return make_hub(partitions, limits)
 
 
 def ingest(hub: TopicHub, records: list[Record]) -> None:
-    hub._in_flight.acquire()  # as the fetcher thread would
-    hub._ingest(list(records))
+    hub.ingest(list(records))
 
 
 def cached(hub: TopicHub) -> dict[int, list[int]]:
@@ -162,7 +149,7 @@ async def test_one_batch_evicts_across_partitions_in_time_order() -> None:
     assert cached(hub) == {0: [1, 2], 1: [], 2: [1]}
     assert hub.cache.records == 3
     assert [hub.cache[p].start for p in range(3)] == [1, 2, 1]
-    assert hub.progress_id == progress_encode({0: 3, 1: 2, 2: 2})
+    assert hub.state.progress.token == progress_encode({0: 3, 1: 2, 2: 2})
 
 
 async def test_hub_evicts_by_bytes() -> None:
@@ -202,7 +189,7 @@ async def test_hub_ignores_records_it_already_has() -> None:
     ingest(hub, [record(0), record(1)])
     ingest(hub, [record(1), record(2)])
     assert cached(hub) == {0: [0, 1, 2]}
-    assert hub.records_in == 3
+    assert hub.counters.records_in == 3
 
 
 @pytest.mark.parametrize("limit", [1, 2, 7])

@@ -85,7 +85,7 @@ async def test_a_batch_the_late_loop_runs_before_the_timer_reaches_no_expired_st
     # The loop runs late (this test holds it) past the stream's end, while the fetch thread
     # hands over a record: the loop runs that batch before the timers that came due.
     time.sleep(0.1)  # noqa: ASYNC251 (holding the loop is the point)
-    thread = threading.Thread(target=hub._from_thread, args=([rec(0, 1, value=b"after")],))
+    thread = threading.Thread(target=hub.handoff.put, args=([rec(0, 1, value=b"after")],))
     thread.start()
     thread.join()
     await asyncio.sleep(0)

@@ -14,9 +14,10 @@ from streams.core.records import Record
 from streams.fanout.cache import CacheLimits
 from streams.fanout.hub import TopicHub
 from streams.fanout.hubs import Hubs
-from streams.fanout.kafka import PartitionEnd
+from streams.fanout.kafka import KafkaAccess, PartitionEnd
 from streams.fanout.planning import StartPlan
 from streams.fanout.subscriber import Subscriber, SubscriberOptions
+from tests.streams.fanout.fakes import FakeAccess
 from tests.support.sse_client import EventParser
 
 
@@ -52,18 +53,20 @@ class FakeSink:
         return EventParser().feed(b"".join(self.writes))
 
 
-def make_hub(partitions: int = 2, limits: CacheLimits | None = None) -> TopicHub:
-    hub = TopicHub("topic", access=None, limits=limits or CacheLimits())  # type: ignore[arg-type]
+def make_hub(
+    partitions: int = 2, limits: CacheLimits | None = None, access: FakeAccess | None = None, topic: str = "topic"
+) -> TopicHub:
+    """A hub level at offset 0 of every partition, on a fake cluster (``access``), never started."""
+    access = access or FakeAccess(range(partitions))
+    hub = TopicHub(topic, access, limits or CacheLimits(), readers=access)
     hub.partitions = list(range(partitions))
     hub.next = dict.fromkeys(hub.partitions, 0)
     hub.cache.reset(dict.fromkeys(hub.partitions, 0))
-    hub._in_flight.acquire = lambda *a, **k: True  # type: ignore[method-assign]
     return hub
 
 
 def feed(hub: TopicHub, *records: Record | PartitionEnd) -> None:
-    hub._in_flight.acquire()
-    hub._ingest(list(records))
+    hub.ingest(list(records))
 
 
 def rec(
@@ -136,7 +139,7 @@ async def test_slow_subscriber_is_cut_and_others_continue() -> None:
     assert slow_sub not in hub.live
     feed(hub, rec(0, 1))
     assert len([e for e in fast.events() if e.has_data]) == 2
-    assert hub.cut_slow == 1
+    assert hub.counters.cut_slow == 1
 
 
 @pytest.mark.parametrize(
@@ -180,7 +183,7 @@ async def test_congested_subscriber_is_demoted_then_catches_up_without_loss() ->
     feed(hub, rec(0, 1, value=b"b"), rec(1, 0, value=b"c"))
     assert sub not in hub.live
     assert sub.demoted
-    assert hub.demotions == 1
+    assert hub.counters.demotions == 1
     sink.busy = False
     await asyncio.wait_for(sub.task, timeout=5)  # type: ignore[arg-type]
     assert sub.is_live
@@ -215,7 +218,7 @@ async def test_unfiltered_subscribers_share_one_batch_buffer() -> None:
     batches = [sink.writes[-1] for sink in sinks]
     assert all(batch is batches[0] for batch in batches)
     assert [e.data for e in EventParser().feed(batches[0])] == ["x", "y"]
-    assert hub.deliveries == 6
+    assert hub.counters.deliveries == 6
 
 
 async def test_batches_that_come_while_one_waits_for_the_loop_go_out_with_it() -> None:
@@ -226,7 +229,7 @@ async def test_batches_that_come_while_one_waits_for_the_loop_go_out_with_it() -
 
     def fetch_thread(offsets: range) -> None:
         for offset in offsets:
-            hub._from_thread([rec(0, offset, value=f"r{offset}".encode())])
+            hub.handoff.put([rec(0, offset, value=f"r{offset}".encode())])
 
     # The loop is busy (this test holds it) while the fetch thread hands over three batches.
     thread = threading.Thread(target=fetch_thread, args=(range(3),))
@@ -245,9 +248,8 @@ async def test_batches_that_come_while_one_waits_for_the_loop_go_out_with_it() -
 
 
 async def test_idle_hubs_are_stopped_and_busy_ones_kept() -> None:
-    registry = Hubs(access=None, idle_seconds=10)  # type: ignore[arg-type]
-    idle, busy = make_hub(), make_hub()
-    idle.topic, busy.topic = "idle", "busy"
+    registry = Hubs(access=KafkaAccess("localhost:9", timeout=1.0), idle_seconds=10)  # never asked
+    idle, busy = make_hub(topic="idle"), make_hub(topic="busy")
     registry.hubs.update({"idle": idle, "busy": busy})
     hold = Subscriber(FakeSink())
     busy.subscribe(hold, StartPlan(dict(busy.next)), 0)
@@ -300,26 +302,13 @@ def test_filter_set_keys() -> None:
     assert FilterSet((MessageFilter(key=b"a"), MessageFilter(key=b"b"))).keys == frozenset({b"a", b"b"})
 
 
-class GrowingAccess:
-    """A cluster whose topic gains two partitions (the embedded broker cannot add partitions)."""
-
-    executor = None
-    timeout = 1.0
-
-    def partitions(self, topic: str) -> list[int]:
-        return [0, 1, 2]
-
-    def watermarks(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
-        return dict.fromkeys(partitions, (0, 0))
-
-
 async def test_partitions_added_to_a_topic_are_read_and_carried_in_ids() -> None:
-    hub = make_hub(partitions=1)
-    hub.access = GrowingAccess()  # type: ignore[assignment]
+    # A cluster whose topic gains two partitions (the embedded broker cannot add partitions).
+    hub = make_hub(partitions=1, access=FakeAccess(partitions=[0, 1, 2]))
     sink = FakeSink()
     hub.subscribe(Subscriber(sink), StartPlan(dict(hub.next)), 0)
-    hubs = Hubs(access=hub.access, idle_seconds=10)  # type: ignore[arg-type]
-    hubs._hubs["topic"] = hub
+    hubs = Hubs(access=KafkaAccess("localhost:9", timeout=1.0), idle_seconds=10)  # asks the hub's access
+    hubs.hubs["topic"] = hub
     await hubs.partitions_check()
     assert hub.partitions == [0, 1, 2]
     assert hub.next == {0: 0, 1: 0, 2: 0}
@@ -336,7 +325,7 @@ async def test_undecodable_records_are_skipped_counted_and_moved_past() -> None:
     bad = Record(0, 1, 0, b"k", b"\x00\x00\x00\x00\x09garbage", problem="unknown schema id 9")
     feed(hub, rec(0, 0, value=b'{"n":0}'), bad, rec(0, 2, value=b'{"n":2}'))
     assert [e.data for e in sink.events() if e.has_data] == ['{"n":0}', '{"n":2}']
-    assert hub.undecodable == 1
+    assert hub.counters.undecodable == 1
     assert hub.tally("/r").undecodable == 1
     assert hub.next == {0: 3}
     # A catch-up from the cache skips it too, and counts it for the stream's route.
@@ -399,7 +388,7 @@ async def test_per_user_streams_are_written_before_a_large_batch_ends() -> None:
         assert got == ([f"to u{n}", "to u0 again"] if n == 0 else [f"to u{n}"])
     ids = [e.id for e in users[0][1].events() if e.has_data]
     assert [progress_decode(i) for i in ids] == [{0: 1}, {0: len(records)}]
-    assert hub.deliveries == len(records)
+    assert hub.counters.deliveries == len(records)
 
 
 async def test_a_stream_congested_after_a_flush_catches_up_from_there_without_duplicates() -> None:

@@ -6,20 +6,13 @@ import pytest
 
 from streams.core.ids import EventId, progress_encode
 from streams.fanout.planning import PositionError
+from tests.streams.fanout.fakes import FakeAccess
 from tests.streams.fanout.test_hub import make_hub
 
 
-class Marks:
+def marks(partitions: dict[int, tuple[int, int]]) -> FakeAccess:
     """A cluster whose partitions hold ``[low, high)``."""
-
-    executor = None
-    timeout = 1.0
-
-    def __init__(self, marks: dict[int, tuple[int, int]]) -> None:
-        self.marks = marks
-
-    def watermarks(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
-        return {p: self.marks[p] for p in partitions}
+    return FakeAccess(partitions, marks=partitions)
 
 
 def resume(offsets: dict[int, int]) -> EventId:
@@ -29,33 +22,30 @@ def resume(offsets: dict[int, int]) -> EventId:
 
 
 async def test_an_id_past_the_end_starts_at_the_end() -> None:
-    hub = make_hub(partitions=2)
+    hub = make_hub(partitions=2, access=marks({0: (0, 5), 1: (0, 5)}))
     hub.next = {0: 5, 1: 5}
-    hub.access = Marks({0: (0, 5), 1: (0, 5)})  # type: ignore[assignment]
     plan = await hub.plan(last=resume({0: 1000, 1: 3}), initial="live", since_ms=None)
     assert plan.positions == {0: 5, 1: 3}
-    assert hub.clamped_past_end == 1
+    assert hub.counters.clamped_past_end == 1
 
 
 async def test_an_id_a_little_ahead_of_this_hub_but_within_the_log_is_kept() -> None:
-    hub = make_hub(partitions=1)
+    hub = make_hub(partitions=1, access=marks({0: (0, 9)}))  # another instance has read up to 9 already
     hub.next = {0: 5}
-    hub.access = Marks({0: (0, 9)})  # another instance has read up to 9 already
     plan = await hub.plan(last=resume({0: 8}), initial="live", since_ms=None)
     assert plan.positions == {0: 8}
-    assert hub.clamped_past_end == 0
+    assert hub.counters.clamped_past_end == 0
 
 
 async def test_offsets_retention_removed_start_at_the_log_start_and_count_the_gap(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    hub = make_hub(partitions=2)
+    hub = make_hub(partitions=2, access=marks({0: (30, 50), 1: (0, 50)}))
     hub.next = {0: 50, 1: 50}
     hub.cache.reset({0: 40, 1: 40})
-    hub.access = Marks({0: (30, 50), 1: (0, 50)})  # type: ignore[assignment]
     plan = await hub.plan(last=resume({0: 12, 1: 20}), initial="live", since_ms=None)
     assert plan.positions == {0: 30, 1: 20}
-    assert hub.gap_records == 18
+    assert hub.counters.gap_records == 18
     assert "offset 12 is gone (the log starts at 30): 18 records skipped" in caplog.text
 
 

@@ -1,0 +1,126 @@
+"""A stream's catch-up, driven directly: from a fake cluster's log, from the cache, and as a snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+
+from streams.core.records import Record
+from streams.fanout.cache import CacheLimits, TopicCache
+from streams.fanout.catchup import CatchUp
+from streams.fanout.catchup_reads import BacklogSession
+from streams.fanout.cutoffs import loop_cutoffs
+from streams.fanout.state import HubState
+from streams.fanout.subscriber import Subscriber
+from tests.streams.fanout.fakes import FakeAccess
+from tests.streams.fanout.test_hub import FakeSink
+
+
+class Control:
+    """The hub as a catch-up sees it, noting what the catch-up asked."""
+
+    def __init__(self) -> None:
+        self.live: list[Subscriber] = []
+        self.cut_streams: list[Subscriber] = []
+        self.left: list[Subscriber] = []
+
+    def go_live(self, sub: Subscriber) -> None:
+        sub.positions = None
+        self.live.append(sub)
+
+    def demote(self, sub: Subscriber, positions: dict[int, int]) -> None:
+        raise AssertionError("a catch-up never demotes")
+
+    def cut(self, sub: Subscriber) -> None:
+        self.cut_streams.append(sub)
+        sub.end("slow")
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        self.left.append(sub)
+
+
+def rec(partition: int, offset: int, key: bytes | None = None, value: bytes | None = None) -> Record:
+    value = value if value is not None else f"{partition}:{offset}".encode()
+    return Record(partition, offset, 1000 + offset, key, value)
+
+
+def state_at(
+    positions: dict[int, int], cached: tuple[Record, ...] = (), cache_start: dict[int, int] | None = None
+) -> HubState:
+    """A hub's state at ``positions``, its cache holding ``cached`` from ``cache_start`` (else from ``positions``)."""
+    state = HubState("topic", TopicCache(CacheLimits()), loop_cutoffs(), partitions=sorted(positions))
+    state.cache.reset(cache_start or positions)
+    for record in cached:
+        state.cache.append(record)
+    state.positions_reset(dict(positions))
+    return state
+
+
+async def catch_up(
+    state: HubState, access: FakeAccess, start: dict[int, int], snapshot: bool = False
+) -> tuple[Subscriber, FakeSink, Control]:
+    sink, control = FakeSink(), Control()
+    sub = Subscriber(sink)
+    sub.positions = dict(start)
+    reads = BacklogSession(state.topic, access, access, Record.from_kafka)
+    await asyncio.wait_for(CatchUp(state, control, sub, reads).run(snapshot), timeout=5)
+    return sub, sink, control
+
+
+async def test_a_catch_up_from_kafka_reaches_live() -> None:
+    log = {0: [rec(0, o) for o in range(5)], 1: [rec(1, o) for o in range(3)]}
+    access = FakeAccess(log=log)
+    state = state_at({0: 5, 1: 3})  # the cache starts at the hub's position: everything is older
+    sub, sink, control = await catch_up(state, access, {0: 0, 1: 0})
+    assert control.live == [sub]
+    expected = [f"{r.partition}:{r.offset}" for p in log for r in log[p]]
+    assert sorted(e.data for e in sink.events() if e.has_data) == sorted(expected)
+    assert state.counters.catch_ups_kafka == 1
+    assert state.counters.catch_ups_cache == 0
+    assert state.tally("").delivered == 8
+    assert access.reads == [{0: (0, 5), 1: (0, 3)}]
+    assert [reader.closed for reader in access.backlogs] == [True]
+
+
+async def test_a_catch_up_reads_kafka_up_to_the_cache_then_the_cache() -> None:
+    log = {0: [rec(0, o) for o in range(10)]}
+    access = FakeAccess(partitions=[0], log=log)
+    state = state_at({0: 10}, cached=tuple(log[0][6:]), cache_start={0: 6})
+    sub, sink, control = await catch_up(state, access, {0: 2})
+    assert control.live == [sub]
+    assert [e.data for e in sink.events() if e.has_data] == [f"0:{o}" for o in range(2, 10)]
+    assert access.reads == [{0: (2, 6)}]
+    assert (state.counters.catch_ups_kafka, state.counters.catch_ups_cache) == (1, 1)
+
+
+async def test_a_snapshot_sends_the_latest_value_per_key_then_goes_live() -> None:
+    log = {
+        0: [
+            rec(0, 0, b"a", b"a1"),
+            rec(0, 1, b"b", b"b1"),
+            rec(0, 2, b"a", b"a2"),
+            Record(0, 3, 1003, b"b", None),  # b's tombstone
+            rec(0, 4, None, b"keyless"),
+        ]
+    }
+    access = FakeAccess(partitions=[0], log=log)
+    state = state_at({0: 5})
+    sub, sink, control = await catch_up(state, access, {0: 0}, snapshot=True)
+    assert control.live == [sub]
+    assert [e.data for e in sink.events() if e.has_data] == ["a2", "keyless"]
+
+
+async def test_a_catch_up_waits_while_kafka_is_down_and_ends_with_the_stream() -> None:
+    access = FakeAccess(partitions=[0], log={0: [rec(0, 0)]})
+    access.down = True
+    state = state_at({0: 1})
+    sink, control = FakeSink(), Control()
+    sub = Subscriber(sink)
+    sub.positions = {0: 0}
+    reads = BacklogSession("topic", access, access, Record.from_kafka)
+    task = asyncio.ensure_future(CatchUp(state, control, sub, reads).run(False))
+    await asyncio.sleep(0.05)
+    assert not task.done()  # retried, stream open
+    sub.end("gone")
+    await asyncio.wait_for(task, timeout=5)
+    assert control.live == []
+    assert [reader.closed for reader in access.backlogs] == [True]
