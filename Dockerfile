@@ -6,6 +6,10 @@
 #              -e REDIS_URL=redis://redis:6379/0 sluice-gateway
 # ALLOWED_HOSTS must name the host clients reach Sluice by (the image sets none: unset, only
 # localhost is served). Without KAFKA_BOOTSTRAP_SERVERS it starts the embedded development broker.
+# The command serves; it does not migrate (every replica would): migrate once per release, before
+# the new replicas start, with the same image and environment:
+#   docker run --rm -e SECRET_KEY=... -e DATABASE_URL=postgres://... sluice-gateway python manage.py migrate --noinput
+# deploy/compose.yaml (the `migrate` service) and deploy/kubernetes/migrate-job.yaml do it that way.
 
 # Bookworm: the Debian release that has openjdk-17 (the pipeline stage's Java).
 FROM python:3.11-slim-bookworm AS base
@@ -15,7 +19,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # The app's directory is the user's: migrate's SQLite file and var/ (the development issuer's key) go there.
-RUN useradd --create-home sluice && install -d -o sluice /app
+# UID 1000: deploy/kubernetes runs the pods as that user (runAsNonRoot needs a number).
+RUN useradd --create-home --uid 1000 sluice && install -d -o sluice /app
 WORKDIR /app
 COPY requirements-gateway.txt .
 RUN pip install --no-cache-dir -r requirements-gateway.txt
@@ -29,11 +34,13 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt
+# Where deploy/ mounts the pipelines' checkpoints: a volume mounted here keeps the user's ownership.
+RUN install -d -o sluice /var/lib/sluice/checkpoints
 
 COPY --chown=sluice . .
 USER sluice
 EXPOSE 8000
-CMD ["sh", "-c", "python manage.py migrate --noinput && exec python manage.py runstreams --host 0.0.0.0 --port 8000"]
+CMD ["python", "manage.py", "runstreams", "--host", "0.0.0.0", "--port", "8000"]
 
 
 # The default target (last): what serves streams.
@@ -42,4 +49,4 @@ FROM base AS gateway
 COPY --chown=sluice . .
 USER sluice
 EXPOSE 8000
-CMD ["sh", "-c", "python manage.py migrate --noinput && exec python manage.py runstreams --host 0.0.0.0 --port 8000"]
+CMD ["python", "manage.py", "runstreams", "--host", "0.0.0.0", "--port", "8000"]

@@ -85,3 +85,17 @@ def test_no_image_allows_every_host() -> None:
 def test_the_images_leave_secrets_and_local_state_out() -> None:
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".env", ".git", ".venv", "db.sqlite3"} <= ignored
+
+
+def test_no_image_migrates_when_it_starts() -> None:
+    """Migrating is a one-off step per release (the compose `migrate` service, the Kubernetes Job)."""
+    for target in ("gateway", "pipeline"):
+        commands = [
+            line
+            for line in instructions(dockerfile_stages(), target).splitlines()
+            if line.startswith(("CMD", "ENTRYPOINT"))
+        ]
+        assert commands, target
+        assert not any("migrate" in line for line in commands), commands
+        assert "runstreams" in commands[-1]
+    assert "python manage.py migrate" in (ROOT / "Dockerfile").read_text()
