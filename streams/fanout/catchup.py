@@ -15,6 +15,7 @@ import heapq
 import logging
 from collections.abc import Iterable
 
+from streams.core.closing import CloseReason
 from streams.core.formats.registry import RegistryUnavailable
 from streams.core.ids import progress_encode
 from streams.core.records import Record
@@ -57,7 +58,7 @@ class CatchUp:
             logger.warning("catch-up on %s stopped: %s", state.topic, exc)
             self.control.unsubscribe(sub)
             sub.sink.abort()
-            sub.end("kafka")
+            sub.end(CloseReason.KAFKA)
         finally:
             await self.reads.close()
 

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from streams.core.closing import CloseReason
 from streams.core.ids import EventId, progress_encode
 from streams.core.records import Record
 from streams.core.sse import preamble
@@ -168,7 +169,7 @@ class TopicHub:
     def stop(self) -> None:
         for sub in [*self.live, *self.catching_up]:
             self.unsubscribe(sub)
-            sub.end("shutdown")
+            sub.end(CloseReason.SHUTDOWN)
         if self._fetcher is not None:
             self._fetcher.stop()
             self._fetcher = None
@@ -254,7 +255,7 @@ class TopicHub:
         self.counters.cut_slow += 1
         self.unsubscribe(sub)
         sub.sink.abort()
-        sub.end("slow")
+        sub.end(CloseReason.SLOW)
 
     def demote(self, sub: Subscriber, positions: dict[int, int]) -> None:
         """A live stream that has not taken what it was sent catches up from ``positions`` at its own pace."""
