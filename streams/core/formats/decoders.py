@@ -11,6 +11,13 @@ cannot read (or a schema id the registry does not know) and
 not answer. Schemas are cached by id by the registry client, parsed Avro schemas by
 the Avro deserializer, and Protobuf message classes are compiled once per schema
 id and message index.
+
+Hostile bytes are skipped, never read as something else: a Protobuf message index
+must name a message of the schema (a negative one does not count from the end), an
+Avro body must end where its value ends, and an Avro schema that nests itself is read
+by fastavro's Python reader, whose depth Python bounds (its compiled reader has no
+bound and crashes the process on a few thousand levels). A header with magic byte 1
+names its schema by GUID, which is fetched as such.
 """
 
 from __future__ import annotations
@@ -20,8 +27,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
+from streams.core.formats.jsontext import json_compacted, json_parse
 from streams.core.formats.protobuf import protobuf_file
 from streams.core.formats.registry import RegistryUnavailable, Undecodable, registry_client, registry_failure
 from streams.core.formats.spec import (
@@ -36,6 +42,8 @@ from streams.core.formats.spec import (
 )
 
 Decoder = Callable[[bytes], Any]
+SchemaKey = int | str  # a schema's id, or its GUID's text
+_AVRO_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 
 
 class _RegistryDecoder:
@@ -64,6 +72,24 @@ class _RegistryDecoder:
         except Exception as exc:
             raise Undecodable(f"{type(exc).__name__}: {exc}") from exc
 
+    def _schema_fetch(self, key: SchemaKey, schema_type: str, fmt: str | None = None) -> Any:
+        """The registry's schema by id or GUID, if it is of ``schema_type``.
+
+        :class:`Undecodable` for a schema of another kind (an Avro schema can be valid
+        JSON Schema text, and the reverse), or if the registry does not know it;
+        :class:`RegistryUnavailable` if it does not answer.
+        """
+        try:
+            if isinstance(key, str):
+                schema = self.client.get_schema_by_guid(key, fmt=fmt)
+            else:
+                schema = self.client.get_schema(key, fmt=fmt)
+        except Exception as exc:
+            raise registry_failure(exc, self.url, f"schema {key}: ") from exc
+        if (schema.schema_type or "AVRO") != schema_type:
+            raise Undecodable(f"schema {key} is {schema.schema_type}, not {schema_type}")
+        return schema
+
     def _run(self, deserializer: Callable[[bytes, Any], Any], data: bytes) -> Any:
         try:
             return deserializer(data, self.context)
@@ -86,28 +112,23 @@ class AvroDecoder(_RegistryDecoder):
         from confluent_kafka.schema_registry.avro import AvroDeserializer
 
         self._deserializer = AvroDeserializer(self.client, conf={"subject.name.strategy": topic_subject_name_strategy})
-        self._schemas: dict[int, Any] = {}
-        from fastavro import schemaless_reader
-
-        self._read = schemaless_reader
+        self._schemas: dict[SchemaKey, tuple[Any, Callable[..., Any]]] = {}
 
     def __call__(self, data: bytes) -> Any:
         schema_id, payload = self._header("AVRO", data)
-        number = int(schema_id.id or 0)
-        schema = self._schemas.get(number)
-        if schema is None:
-            schema = self._compile(number)
-        try:
-            return self._read(payload, schema, None, False)
-        except Exception as exc:
-            raise Undecodable(f"avro (schema {number}): {type(exc).__name__}: {exc}") from exc
+        key = _schema_key(schema_id)
+        compiled = self._schemas.get(key)
+        if compiled is None:
+            compiled = self._compile(key)
+        return avro_read(compiled[1], payload, compiled[0], f"avro (schema {key})")
 
-    def _compile(self, number: int) -> Any:
+    def _compile(self, key: SchemaKey) -> tuple[Any, Callable[..., Any]]:
+        schema = self._schema_fetch(key, "AVRO")
         try:
-            parsed = self._deserializer._get_parsed_schema(self.client.get_schema(number))
+            parsed = self._deserializer._get_parsed_schema(schema)
         except Exception as exc:
-            raise registry_failure(exc, self.url, f"schema {number}: ") from exc
-        return self._schemas.setdefault(number, parsed)
+            raise registry_failure(exc, self.url, f"schema {key}: ") from exc
+        return self._schemas.setdefault(key, (parsed, avro_reader(parsed)))
 
 
 class JsonSchemaDecoder(_RegistryDecoder):
@@ -117,13 +138,21 @@ class JsonSchemaDecoder(_RegistryDecoder):
         from confluent_kafka.schema_registry.json_schema import JSONDeserializer
 
         # The writer validated the value when it serialized it; a topic or route schema checks it again if asked.
+        # The value is its text, checked and compacted, numbers as written (no parse and render).
         self._deserializer = JSONDeserializer(
             None,
             schema_registry_client=self.client,
             conf={"subject.name.strategy": topic_subject_name_strategy, "validate": False},
+            json_decode=json_compacted,
         )
+        self._kinds: set[SchemaKey] = set()  # the ids checked to name JSON Schemas
 
     def __call__(self, data: bytes) -> Any:
+        schema_id, _ = self._header("JSON", data)
+        key = _schema_key(schema_id)
+        if key not in self._kinds:
+            self._schema_fetch(key, "JSON")
+            self._kinds.add(key)
         return self._run(self._deserializer, data)
 
 
@@ -140,7 +169,7 @@ class ProtobufDecoder(_RegistryDecoder):
 
     def __init__(self, url: str, topic: str, part: str) -> None:
         super().__init__(url, topic, part)
-        self._by_schema: dict[tuple[int, tuple[int, ...]], Any] = {}
+        self._by_schema: dict[tuple[SchemaKey, tuple[int, ...]], Any] = {}
         self._lock = threading.Lock()
         from google.protobuf.json_format import MessageToDict
 
@@ -148,7 +177,7 @@ class ProtobufDecoder(_RegistryDecoder):
 
     def __call__(self, data: bytes) -> Any:
         schema_id, payload = self._header("PROTOBUF", data)
-        where = (int(schema_id.id or 0), tuple(schema_id.message_indexes or (0,)))
+        where = (_schema_key(schema_id), tuple(schema_id.message_indexes or (0,)))
         message_class = self._by_schema.get(where)
         if message_class is None:
             message_class = self._compile(*where)
@@ -157,20 +186,22 @@ class ProtobufDecoder(_RegistryDecoder):
         except Exception as exc:  # DecodeError, or a value the JSON mapping refuses
             raise Undecodable(f"protobuf (schema {where[0]}): {type(exc).__name__}: {exc}") from exc
 
-    def _compile(self, schema_id: int, indexes: tuple[int, ...]) -> Any:
+    def _compile(self, schema_id: SchemaKey, indexes: tuple[int, ...]) -> Any:
         from google.protobuf.message_factory import GetMessageClass
 
+        schema = self._schema_fetch(schema_id, "PROTOBUF", "serialized")
         try:
-            schema = self.client.get_schema(schema_id, fmt="serialized")
             described = protobuf_file(schema.schema_str, client=self.client, schema=schema)
         except Exception as exc:
             raise registry_failure(exc, self.url, f"schema {schema_id}: ") from exc
         try:
+            if min(indexes) < 0:  # not from the end: a message the header does not name
+                raise IndexError("negative index")
             message = list(described.message_types_by_name.values())[indexes[0]]
             for index in indexes[1:]:
                 message = message.nested_types[index]
-        except (IndexError, TypeError, ValueError) as exc:
-            raise Undecodable(f"schema {schema_id} has no message at index {list(indexes)}: {exc}") from exc
+        except (IndexError, TypeError, ValueError, OverflowError) as exc:
+            raise Undecodable(f"schema {schema_id} has no message at index {list(indexes)[:8]}: {exc}") from exc
         with self._lock:
             return self._by_schema.setdefault((schema_id, indexes), GetMessageClass(message))
 
@@ -180,20 +211,73 @@ class AvroInlineDecoder:
 
     def __init__(self, schema_text: str, part: str) -> None:
         self._schema = avro_schema_parse(schema_text, field=f"{part}_avro_schema")
+        self._read = avro_reader(self._schema)
 
     def __call__(self, data: bytes) -> Any:
-        import fastavro
+        return avro_read(self._read, io.BytesIO(data), self._schema, "avro-inline")
 
-        try:
-            return fastavro.schemaless_reader(io.BytesIO(data), self._schema, None)
-        except Exception as exc:
-            raise Undecodable(f"avro-inline: {type(exc).__name__}: {exc}") from exc
+
+def _schema_key(schema_id: Any) -> SchemaKey:
+    """The id a header names, or the text of its GUID (magic byte 1)."""
+    return int(schema_id.id) if schema_id.id is not None else str(schema_id.guid)
+
+
+def _avro_nests_itself(schema: Any, enclosing: frozenset[str] = frozenset()) -> bool:
+    """Whether a parsed Avro schema holds a named type inside itself (or names one it does not define)."""
+    if isinstance(schema, str):
+        return schema not in _AVRO_PRIMITIVES
+    if isinstance(schema, list):
+        return any(_avro_nests_itself(branch, enclosing) for branch in schema)
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    if kind in ("record", "error"):
+        inner = enclosing | {schema.get("name", "")}
+        return any(_avro_nests_itself(field.get("type"), inner) for field in schema.get("fields", ()))
+    if kind == "array":
+        return _avro_nests_itself(schema.get("items"), enclosing)
+    if kind == "map":
+        return _avro_nests_itself(schema.get("values"), enclosing)
+    if kind in ("enum", "fixed"):
+        return False
+    return _avro_nests_itself(kind, enclosing)
+
+
+def avro_reader(schema: Any) -> Callable[..., Any]:
+    """fastavro's compiled reader, or its Python one for a schema that nests itself (bounded depth)."""
+    if _avro_nests_itself(schema):
+        from fastavro._read_py import schemaless_reader as python_reader
+
+        return python_reader
+    from fastavro import schemaless_reader
+
+    return schemaless_reader
+
+
+def avro_read(read: Callable[..., Any], payload: io.BytesIO, schema: Any, what: str) -> Any:
+    """The value of an Avro body that ends where its value ends; :class:`Undecodable` otherwise."""
+    try:
+        value = read(payload, schema, None, False)
+    except Exception as exc:  # EOFError, a bad union index or length, RecursionError, bad UTF-8
+        raise Undecodable(f"{what}: {type(exc).__name__}: {exc}") from exc
+    if payload.read(1):
+        raise Undecodable(f"{what}: bytes after the value")
+    return value
 
 
 def json_check(data: bytes) -> Any:
+    """Checks a ``json`` value, which then goes out as written."""
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        return json_parse(data)
+    except ValueError as exc:
+        raise Undecodable(f"not JSON: {exc}") from exc
+
+
+def json_key(data: bytes) -> Any:
+    """A ``json`` key: checked and compacted, numbers as written."""
+    try:
+        return json_compacted(data)
+    except ValueError as exc:
         raise Undecodable(f"not JSON: {exc}") from exc
 
 
@@ -201,7 +285,7 @@ def field_decoder(field_format: FieldFormat, topic: str, part: str, registry_url
     """The decoder of one part (``value`` or ``key``) of a topic's records; None for text."""
     name = field_format.name
     if name == JSON:
-        return json_check
+        return json_check if part == "value" else json_key
     if name == AVRO_INLINE:
         return AvroInlineDecoder(field_format.inline_schema, part)
     if name in (AVRO, PROTOBUF, JSONSCHEMA):

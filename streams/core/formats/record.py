@@ -9,7 +9,7 @@ from typing import Any
 
 from streams.core.formats.decoders import field_decoder, json_check
 from streams.core.formats.jsontext import json_compact, key_text
-from streams.core.formats.registry import Undecodable
+from streams.core.formats.registry import RegistryUnavailable, Undecodable
 from streams.core.formats.spec import RecordFormats
 from streams.core.records import Record
 
@@ -25,7 +25,9 @@ class RecordDecoder:
     decoded keys are what key filters compare with, while the record keeps the raw key
     bytes for its ids and ``delete`` events. A record that does not decode keeps its
     raw bytes and says why in ``problem``: it moves the stream's position but is never
-    sent. :class:`~streams.core.formats.registry.RegistryUnavailable` propagates: the
+    sent. Any other exception a decoder raises skips the record the same way, so a
+    hostile record never stops a hub's fetch thread.
+    :class:`~streams.core.formats.registry.RegistryUnavailable` propagates: the
     caller waits and tries the message again.
     """
 
@@ -53,6 +55,11 @@ class RecordDecoder:
                     value = json_compact(decoded)
         except Undecodable as exc:
             problem = str(exc)
+        except RegistryUnavailable:
+            raise
+        except Exception as exc:  # what no decoder expected (a value its JSON cannot render): skipped too
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem is not None:
             self._skipped_log(message, problem)
         return Record(
             message.partition(),

@@ -205,3 +205,85 @@ def test_protobuf_by_schema_id_and_message_index(registry: RegistryServer) -> No
     decoder = RecordDecoder("t", RecordFormats.of("protobuf", registry=registry.registry.url), {})
     assert decoder.record(Message(match)).value == b'{"id":"m1","note":"kick-off","status":"FINISHED"}'
     assert decoder.record(Message(beat)).value == b'{"source":"s"}'
+
+
+def jsonschema_wire(registry: RegistryServer, body: bytes, schema: Any = None) -> bytes:
+    schema_id = registry.registry.register_text("t-value", json.dumps(schema or {"type": "object"}), "JSON")
+    return b"\x00" + schema_id.to_bytes(4, "big") + body
+
+
+@pytest.mark.parametrize(
+    ("body", "out"),
+    [
+        (b'{"n":18446744073709551616}', b'{"n":18446744073709551616}'),
+        (b'{"f":1e400}', b'{"f":1e400}'),
+        (b'{ "d": 0.1000000000000000000001, "s": "a \\" b" }', b'{"d":0.1000000000000000000001,"s":"a \\" b"}'),
+        (b'{"n": -9223372036854775809, "x": 1.50}', b'{"n":-9223372036854775809,"x":1.50}'),
+    ],
+)
+def test_json_numbers_keep_their_text(registry: RegistryServer, body: bytes, out: bytes) -> None:
+    schema = RecordDecoder("t", RecordFormats.of("jsonschema", registry=registry.registry.url), {})
+    assert schema.record(Message(jsonschema_wire(registry, body))).value == out
+    plain = RecordDecoder("t", RecordFormats.of("json", "json"), {}).record(Message(body, key=body))
+    assert (plain.value, plain.match_key, plain.problem) == (body, out, None)
+
+
+def test_json_constants_and_bad_utf8_are_not_json() -> None:
+    decoder = RecordDecoder("t", RecordFormats.of("json"), {})
+    for body in (b"[NaN]", b"Infinity", b'{"s":"\xff"}', b"[" * 5000 + b"]" * 5000):
+        assert decoder.record(Message(body)).problem is not None
+
+
+def test_a_schema_of_another_kind_is_not_read(registry: RegistryServer) -> None:
+    # {"type": "string"} is JSON Schema here, and also valid Avro: an Avro record naming it is skipped.
+    wire = jsonschema_wire(registry, b"\x06abc", {"type": "string"})
+    record = RecordDecoder("t", RecordFormats.of("avro", registry=registry.registry.url), {}).record(Message(wire))
+    assert record.problem is not None
+    assert "is JSON, not AVRO" in record.problem
+
+
+def test_avro_bodies_end_with_their_value_and_deep_nesting_is_skipped(registry: RegistryServer) -> None:
+    node = {"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]}
+    data = avro_bytes(registry, node, {"next": {"next": None}})
+    decoder = RecordDecoder("t", RecordFormats.of("avro", registry=registry.registry.url), {})
+    assert decoder.record(Message(data)).value == b'{"next":{"next":null}}'
+    assert (
+        decoder.record(Message(data + b"\x00")).problem
+        == f"avro (schema {int.from_bytes(data[1:5], 'big')}): bytes after the value"
+    )
+    # fastavro's compiled reader crashes the process on this; the Python reader's depth is bounded.
+    deep = decoder.record(Message(data[:5] + b"\x02" * 100_000 + b"\x00"))
+    assert deep.problem is not None
+    assert "RecursionError" in deep.problem
+
+
+def test_protobuf_indexes_name_one_message_or_none(registry: RegistryServer) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from tests.support.protobuf_messages import Heartbeat
+
+    client = SchemaRegistryClient({"url": registry.registry.url})
+    beat = ProtobufSerializer(Heartbeat, client, {"use.deprecated.format": False})(
+        Heartbeat(source="s"), SerializationContext("t", MessageField.VALUE)
+    )
+    decoder = RecordDecoder("t", RecordFormats.of("protobuf", registry=registry.registry.url), {})
+    head, body = beat[:5], beat[6:]  # the serializer writes index [0] as a single 0
+    assert decoder.record(Message(head + b"\x00" + body)).value == b'{"source":"s"}'
+    for indexes in (b"\x02\x01", b"\x02\x05", b"\x02\x80\x80", b"\xff\xff\xff\xff\x0f"):  # [-1], [-3], unended, huge
+        record = decoder.record(Message(head + indexes + body))
+        assert record.problem is not None, indexes
+    guid = decoder.record(Message(b"\x01" + bytes(16) + b"\x00" + body))
+    assert guid.problem is not None  # looked up by GUID, which this registry does not know
+
+
+def test_an_unexpected_decoder_error_skips_the_record() -> None:
+    decoder = RecordDecoder("t", RecordFormats.of("json"), {})
+
+    def broken(data: bytes) -> Any:
+        raise TypeError("Integer exceeds 64-bit range")
+
+    decoder._value, decoder._value_passes = broken, False
+    record = decoder.record(Message(b"1"))
+    assert record.problem == "TypeError: Integer exceeds 64-bit range"
