@@ -16,8 +16,7 @@ import functools
 import os
 import re
 import sys
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Mapping
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -26,6 +25,7 @@ from pyspark.sql.streaming import StreamingQuery
 from .datasource import KafkaDataSource
 from .kafka_write import PRODUCED_COUNT_SCHEMA, batches_produce_counted
 from .progress import BatchProgress, BatchTiming, TimingListener
+from .shipping import ROOT, executor_code_zip, master_is_local
 from .sources import source_stream
 from .spec import HEADERS_TYPE, KafkaFormat, PipelineError, PipelineSpec
 from .validation import RULE_COLUMN, schema_record_type, schema_validation
@@ -36,21 +36,32 @@ TOPIC_HEADER = "sluice.topic"
 PARTITION_HEADER = "sluice.partition"
 OFFSET_HEADER = "sluice.offset"
 METADATA_COLUMNS = ("_key", "_topic", "_partition", "_offset", "_timestamp")
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def spark_session(
-    master: str, app_name: str = "sluice-pipeline", *, driver_memory: str = "1g", log_level: str = "ERROR"
+    master: str,
+    app_name: str = "sluice-pipeline",
+    *,
+    driver_memory: str = "1g",
+    log_level: str = "ERROR",
+    conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """The SparkSession of this process (created on first use) with the Kafka data source registered."""
+    """The SparkSession of this process (created on first use) with the Kafka data source registered.
+
+    ``conf`` is more Spark properties (``--conf`` of ``runpipeline``). On a cluster master the
+    executors get the project code they import as a zip (:mod:`pipeline.shipping`).
+    """
+    local = master_is_local(master)
     # Spark starts its Python workers (tasks, data source planning) from the JVM's environment, which
     # the JVM takes from this process: they must run this interpreter and import this project's modules.
-    # Not configuration: plumbing for Spark's children, set before the JVM starts.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    # Not configuration: plumbing for Spark's children, set before the JVM starts. On a cluster the
+    # executors run the interpreter named here too: one already given (a packed environment's) is kept.
+    if local or "PYSPARK_PYTHON" not in os.environ:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if str(ROOT) not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
-    session = (
+    builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.driver.memory", driver_memory)
@@ -59,9 +70,15 @@ def spark_session(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
         .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel(log_level)
+    if not local:
+        # Before the data source is registered: each Python function sent to the executors names
+        # the files added so far, and their workers put those on their path.
+        session.sparkContext.addPyFile(str(executor_code_zip()))
     session.dataSource.register(KafkaDataSource)
     return session
 

@@ -8,7 +8,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,10 @@ def pipeline_checkpoint(pipeline: Pipeline, cluster: ClusterSpec) -> str:
     if pipeline.checkpoint_location:
         return pipeline.checkpoint_location
     where = hashlib.sha256(cluster.bootstrap.encode()).hexdigest()[:12]
-    return str(Path(pipeline_settings.PIPELINE_CHECKPOINT_DIR) / pipeline.name / f"{cluster.name}-{where}")
+    directory = pipeline_settings.PIPELINE_CHECKPOINT_DIR
+    if "://" in directory:  # hdfs://, s3a://, file:// (a Path would fold the scheme's two slashes into one)
+        return f"{directory.rstrip('/')}/{pipeline.name}/{cluster.name}-{where}"
+    return str(Path(directory) / pipeline.name / f"{cluster.name}-{where}")
 
 
 def pipeline_spec(
@@ -209,11 +212,13 @@ def pipeline_execute(
     report: Callable[[str], None] = print,
     reset_checkpoint: bool = False,
     timings: bool = False,
+    spark_conf: Mapping[str, str] | None = None,
 ) -> None:
     """Run the pipeline called ``name``, printing each batch's counts and keeping them on a :class:`PipelineRun`.
 
     ``reset_checkpoint`` starts over on purpose: the checkpoint (a local directory) is removed first.
     ``timings`` also prints where each batch's time went (:class:`BatchTiming`); it is logged at DEBUG anyway.
+    ``spark_conf`` is more Spark properties for the session (e.g. a cluster's executor settings).
     """
     pipeline = pipeline_enabled(name)
     cluster, client = pipeline_cluster(pipeline)
@@ -231,6 +236,7 @@ def pipeline_execute(
         app_name=f"sluice-pipeline-{name}",
         driver_memory=pipeline_settings.SPARK_DRIVER_MEMORY,
         log_level=pipeline_settings.SPARK_LOG_LEVEL,
+        conf=spark_conf,
     )
     run = pipeline_run_start(pipeline=pipeline, once=once)
     report(f"pipeline {name}: run {run.pk} started ({'once' if once else 'continuous'}, {kafka_format} Kafka format)")

@@ -1,4 +1,4 @@
-"""``manage.py runpipeline NAME [--once] [--reset-checkpoint] [--master URL] [--kafka-format python|kafka]``.
+"""``manage.py runpipeline NAME [--once] [--reset-checkpoint] [--master URL] [--conf KEY=VALUE]... [--kafka-format F]``.
 
 With ``-v 2`` it also prints where each micro-batch's time went (Spark's progress durations).
 """
@@ -19,6 +19,13 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="Process what is there now, then stop.")
         parser.add_argument("--master", help="Spark master URL (default: SPARK_MASTER, else local[*]).")
         parser.add_argument(
+            "--conf",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="A Spark property, as spark-submit's --conf (repeatable), e.g. spark.executor.memory=2g.",
+        )
+        parser.add_argument(
             "--reset-checkpoint",
             action="store_true",
             help="Start over on purpose: remove the pipeline's checkpoint first (offsets are read anew).",
@@ -38,6 +45,12 @@ class Command(BaseCommand):
             self.stdout.write(line)
             self.stdout.flush()
 
+        spark_conf = {}
+        for pair in options["conf"]:
+            key, equals, value = pair.partition("=")
+            if not equals or not key.strip():
+                raise CommandError(f"--conf takes KEY=VALUE, not {pair!r}")
+            spark_conf[key.strip()] = value
         # SIGTERM stops the query like Ctrl-C does, so the run is recorded as ended.
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
@@ -49,6 +62,7 @@ class Command(BaseCommand):
                 report=report,
                 reset_checkpoint=options["reset_checkpoint"],
                 timings=options["verbosity"] >= 2,
+                spark_conf=spark_conf,
             )
         except PipelineError as exc:
             raise CommandError(str(exc)) from exc
