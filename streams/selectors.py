@@ -188,12 +188,16 @@ async def topic_settings_async(name: str) -> TopicSettings:
 
 @dataclass(frozen=True, slots=True)
 class TopicSettings:
-    """What a hub needs of a topic's configuration: cache bounds, compiled schema, cluster (None: the default)."""
+    """What a hub needs of a topic's configuration: cache bounds, compiled schema, cluster (None: the default).
+
+    ``configured``: the topic has a Topic row (a stream waits for such a topic to be created in Kafka).
+    """
 
     limits: CacheLimits = field(default_factory=CacheLimits)
     schema: SchemaCheck | None = None
     cluster: ClusterSpec | None = None
     formats: RecordFormats | None = None
+    configured: bool = False
 
 
 def topic_settings(name: str) -> TopicSettings:
@@ -211,6 +215,7 @@ def topic_settings(name: str) -> TopicSettings:
         schema_check(topic.schema) if topic.schema is not None else None,
         topic.cluster.spec() if topic.cluster is not None else None,
         topic_formats(topic),
+        configured=True,
     )
 
 

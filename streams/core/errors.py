@@ -64,8 +64,18 @@ class UnknownRoute(StreamError):
 
 
 class UnknownTopic(StreamError):
+    """A topic Kafka does not have; ``configured``: one the configuration names (it may be created yet)."""
+
     status = 404
     code = "unknown_topic"
+
+    def __init__(self, detail: str, *, topic: str = "", configured: bool = False) -> None:
+        super().__init__(detail)
+        self.topic = topic
+        self.configured = configured
+
+    def fields(self) -> dict[str, object]:
+        return {"configured": True} if self.configured else {}
 
 
 class MethodNotAllowed(StreamError):

@@ -5,7 +5,8 @@ The request protocol is written once, for a :class:`~streams.edge.streaming.rout
 (CORS preflight or the allowed methods), CORS headers on every other answer,
 the challenge response (``POST`` on a guarded path), then the stream: the
 method, every member admitted and opened before the response starts (or the
-start held while Kafka is away), the token's deadlines, and the response.
+start held while Kafka is away or a configured topic is not created yet), the
+token's deadlines, and the response.
 The request's :class:`~streams.edge.streaming.ending.StreamEnd` is made here and handed
 down: it is where the stream ends.
 """
@@ -16,7 +17,7 @@ import time
 from functools import partial
 
 from streams.core.asgi import Receive, Scope, Send
-from streams.core.errors import KafkaNotAvailable, StreamError
+from streams.core.errors import StreamError
 from streams.edge.authorization.reauthorization import CHALLENGE_CONTENT_TYPE
 from streams.edge.challenge import challenge_answer, stream_deadlines
 from streams.edge.http.cors import cors_headers, is_preflight, preflight_headers
@@ -29,7 +30,7 @@ from streams.edge.streaming.opening import members_open
 from streams.edge.streaming.routeset import RouteSet, mux_resolve
 from streams.edge.streaming.source import StreamSource
 from streams.edge.streaming.stream import stream_serve
-from streams.edge.streaming.unavailable import stream_hold, temporary
+from streams.edge.streaming.unavailable import stream_hold, temporary, unpositioned
 
 
 async def stream_request(
@@ -93,11 +94,20 @@ async def stream_answer(
         routes.method_check(request)
         await members_open(runtime, routes, request, started)
     except StreamError as error:
-        if isinstance(error, KafkaNotAvailable) and temporary(error, request):
-            # An EventSource would give up for good on 503: hold it with 200 and heartbeats instead.
+        if temporary(error, request):
+            # An EventSource would give up for good on 503 or 404: hold it with 200 and heartbeats instead.
             routes.waiting(request, started, error)
             retry = partial(members_open, runtime, routes, request, started)
-            held = await stream_hold(runtime, request, receive, send, error, retry, routes.heartbeat_seconds)
+            held = await stream_hold(
+                runtime,
+                request,
+                receive,
+                send,
+                error,
+                retry,
+                routes.heartbeat_seconds,
+                resume_from_start=not routes.multiplexed and unpositioned(request),
+            )
             if held is not None:
                 await stream_respond(routes, request, receive, send, end, head_sent=True)
             return

@@ -27,7 +27,7 @@ from streams.edge.http.request import StreamRequest
 from streams.edge.runtime import WorkerRuntime
 from streams.fanout.hub import TopicHub
 from streams.fanout.kafka import KafkaUnavailable, TopicNotFound
-from streams.fanout.planning import PositionError, StartPlan
+from streams.fanout.planning import INITIAL_EARLIEST, INITIAL_SNAPSHOT, PositionError, StartPlan
 from streams.fanout.sinks import Sink
 from streams.fanout.subscriber import Subscriber, SubscriberOptions
 from streams.selectors import topic_settings_async
@@ -122,8 +122,14 @@ async def hub_stream_open(
     started: float,
     principal: Principal | None,
     last: EventId | None,
+    *,
+    awaited: bool = False,
 ) -> HubStream:
-    """The hub stream of an admitted request, planned from ``last``; refusals as :class:`StreamError`."""
+    """The hub stream of an admitted request, planned from ``last``; refusals as :class:`StreamError`.
+
+    ``awaited``: the stream waited for its topic to be created, so, unless it asked for a
+    position, it starts at the topic's beginning (what was produced meanwhile is new to it).
+    """
     since_ms = request.since_ms(allowed=route.allow_since)
     try:
         context = (
@@ -137,9 +143,10 @@ async def hub_stream_open(
     try:
         settings = await topic_settings_async(topic)
         hub = await runtime.hubs().hub(topic, settings.limits, settings.schema, settings.cluster, settings.formats)
-        plan = await hub.plan(last=last, initial=route.initial, since_ms=since_ms)
+        initial = INITIAL_EARLIEST if awaited and route.initial != INITIAL_SNAPSHOT else route.initial
+        plan = await hub.plan(last=last, initial=initial, since_ms=since_ms)
     except TopicNotFound as exc:
-        raise UnknownTopic(f"topic {topic!r} does not exist") from exc
+        raise topic_missing(route, topic, settings.configured) from exc
     except KafkaUnavailable as exc:
         # The cause is logged once per cluster and cause (streams.fanout.diagnosis), not per request.
         raise KafkaNotAvailable(str(exc), cause=exc.cause, headers=[(b"retry-after", b"5")]) from exc
@@ -148,3 +155,12 @@ async def hub_stream_open(
     except PositionError as exc:
         raise InvalidLastEventId(str(exc)) from exc
     return HubStream(route, request, hub, plan, filters, started)
+
+
+def topic_missing(route: RouteSpec, topic: str, has_row: bool) -> UnknownTopic:
+    """The 404 of a topic Kafka does not have; a configured one (a Topic row, or the route's literal topic) may come."""
+    if has_row or route.topic.is_literal:
+        return UnknownTopic(
+            f"topic {topic!r} is configured but does not exist in Kafka yet", topic=topic, configured=True
+        )
+    return UnknownTopic(f"topic {topic!r} does not exist", topic=topic)

@@ -7,7 +7,7 @@ member of a multiplexed stream from its part of the composite id.
 
 from __future__ import annotations
 
-from streams.core.errors import InvalidLastEventId, StreamError
+from streams.core.errors import InvalidLastEventId, StreamError, UnknownTopic
 from streams.core.ids import EventId, EventIdError, progress_encode, progress_from_bytes
 from streams.core.mux.frames import kafka_part
 from streams.core.mux.ids import composite_decode
@@ -72,7 +72,13 @@ async def member_open(
             raise InvalidLastEventId(f"its position in the id: {exc}") from exc
     else:
         last = None
-    stream = await hub_stream_open(runtime, route, member.params, request, started, member.principal, last)
+    try:
+        stream = await hub_stream_open(
+            runtime, route, member.params, request, started, member.principal, last, awaited=member.topic_awaited
+        )
+    except UnknownTopic as error:
+        member.topic_awaited = error.configured  # held for it (streams.edge.streaming.unavailable), then tried again
+        raise
     assert stream.plan is not None
     member.source = stream
     member.start = kafka_part(progress_encode(stream.plan.positions))

@@ -35,6 +35,7 @@ class Member:
     principal: Principal | None = None
     source: StreamSource | None = None
     start: bytes = b""  # its composite part before it sends an id (multiplexed)
+    topic_awaited: bool = False  # its configured topic was missing from Kafka: it starts at its beginning
 
     @property
     def alias(self) -> str:
