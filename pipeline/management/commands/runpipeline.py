@@ -1,11 +1,12 @@
 """``manage.py runpipeline NAME [--once] [--reset-checkpoint] [--master URL] [--kafka-format python|kafka]``.
 
 With ``-v 2`` it also prints where each micro-batch's time went (Spark's progress durations).
+Once the query runs, SIGTERM or SIGINT stops it cleanly and the run is recorded as ended
+(:mod:`pipeline.stopping`); before that, SIGTERM ends the process at once.
 """
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -38,8 +39,6 @@ class Command(BaseCommand):
             self.stdout.write(line)
             self.stdout.flush()
 
-        # SIGTERM stops the query like Ctrl-C does, so the run is recorded as ended.
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             pipeline_execute(
                 options["name"],
