@@ -26,9 +26,10 @@ from django.conf import settings
 
 from pipeline.models import Pipeline
 from pipeline.services import pipeline_upsert
+from streams.conf import streams_settings
 from streams.core.clusters import client_settings
 from streams.server.broker import topic_ensure
-from streams.server.processes import process_stop
+from streams.server.processes import die_with_parent
 
 DEMO_PIPELINE = "demo-scores"
 DEMO_RAW_TOPIC = "demo.scores.raw"
@@ -183,7 +184,13 @@ def demo_pipeline_setup(
 
 
 class DemoPipelineJob:
-    """``manage.py runpipeline NAME`` in a child process, for as long as the demo runs (output to a log file)."""
+    """``manage.py runpipeline NAME`` in a child process, for as long as the demo runs (output to a log file).
+
+    The child has a session of its own: Ctrl-C in the terminal reaches the demo only, which
+    then stops the child with one SIGTERM (the job stops its query between two micro-batch
+    waits) and, past the shutdown time, SIGKILL. A SIGINT sent to the child as well would
+    land inside a py4j call and fill the log with tracebacks.
+    """
 
     def __init__(self, name: str, bootstrap: str, log: Path, cleanup: str = "") -> None:
         self.name = name
@@ -191,6 +198,7 @@ class DemoPipelineJob:
         self.bootstrap = bootstrap
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
+        self._stop_by = 0.0  # when SIGTERM was sent: monotonic time to SIGKILL at
 
     def start(self) -> DemoPipelineJob:
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -203,12 +211,25 @@ class DemoPipelineJob:
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
             )
         return self
 
+    def stop_begin(self) -> None:
+        """Ask the job to stop (SIGTERM) now, while the server still ends its streams."""
+        if self.process is not None and self.process.poll() is None and not self._stop_by:
+            self._stop_by = time.monotonic() + streams_settings.SHUTDOWN_SECONDS
+            self.process.terminate()
+
     def stop(self) -> None:
         if self.process is not None:
-            process_stop(self.process, timeout=30)
+            self.stop_begin()
+            try:  # one SIGTERM only: a second one would land in the job's own clean-up
+                self.process.wait(timeout=max(0.0, self._stop_by - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
             self.process = None
         if self.cleanup:
             shutil.rmtree(self.cleanup, ignore_errors=True)

@@ -22,6 +22,9 @@ from streams.clusters import cluster_client, default_cluster
 from streams.server.broker import topic_ensure
 from streams.services import route_upsert, topic_upsert
 
+# Said on every start: the password is shown only when the admin is created.
+ADMIN_PASSWORD_HINT = "Set the demo admin's password (user 'admin') again with: python manage.py changepassword admin"
+
 
 class Running(Protocol):
     def stop(self) -> None: ...
@@ -70,6 +73,7 @@ def demo_start(bootstrap: str, say: Any) -> list[Running]:
         password = secrets.token_urlsafe(12)
         user_model.objects.create_superuser("admin", "admin@localhost", password)
         say(f"Demo admin: user 'admin', password '{password}' (shown once)")
+    say(ADMIN_PASSWORD_HINT)
     running: list[Running] = [DemoProducer(client).start()]
     if not demo_settings.DEMO_PIPELINE:
         return running

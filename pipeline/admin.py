@@ -7,6 +7,8 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from common.admin_forms import ReadableFormAdmin
+
 from .models import PIPELINE_RUN_FIELDS, Pipeline, PipelineRun
 
 # A run's columns but its error, too long for a row (the API shows it).
@@ -30,7 +32,13 @@ class PipelineRunInline(admin.TabularInline):
 
 
 @admin.register(Pipeline)
-class PipelineAdmin(admin.ModelAdmin):
+class PipelineAdmin(ReadableFormAdmin):
+    field_labels = {
+        "json_schema": "JSON Schema (inline)",
+        "sql": "SQL",
+        "trigger_seconds": "Trigger every (seconds)",
+        "on_offset_reset": "When offsets are out of the log",
+    }
     list_display = ["name", "source_kind", "source_topic", "source_files", "sink_topic", "dead_letter_topic", "enabled"]
     list_filter = ["enabled", "source_kind"]
     search_fields = ["name", "description", "source_topic", "source_files", "sink_topic"]

@@ -28,6 +28,7 @@ from .progress import BatchProgress, BatchTiming, TimingListener
 from .shipping import ROOT, executor_code_zip, master_is_local
 from .sources import source_stream
 from .spec import HEADERS_TYPE, KafkaFormat, PipelineError, PipelineSpec
+from .stopping import BatchEndStop, stop_signals_caught
 from .validation import RULE_COLUMN, schema_record_type, schema_validation
 
 # Headers a dead letter carries on top of the record's own.
@@ -36,6 +37,10 @@ TOPIC_HEADER = "sluice.topic"
 PARTITION_HEADER = "sluice.partition"
 OFFSET_HEADER = "sluice.offset"
 METADATA_COLUMNS = ("_key", "_topic", "_partition", "_offset", "_timestamp")
+# How often the driver looks for a stop signal while the query runs; how long a batch may take to end
+# once one is seen, on top of the trigger interval (see pipeline.stopping).
+STOP_POLL_SECONDS = 0.2
+STOP_BATCH_SECONDS = 1.0
 
 
 def spark_session(
@@ -216,16 +221,28 @@ def pipeline_query(
     kafka_format: KafkaFormat = "python",
     on_batch: Callable[[BatchProgress], None] | None = None,
     on_batch_start: Callable[[int], None] | None = None,
+    stopper: BatchEndStop | None = None,
 ) -> StreamingQuery:
-    """Start the streaming query: every ``trigger_seconds``, or once over what is there now (``availableNow``)."""
+    """Start the streaming query: every ``trigger_seconds``, or once over what is there now (``availableNow``).
+
+    ``stopper`` holds each finished batch while a stop is under way (:class:`~pipeline.stopping.BatchEndStop`).
+    """
     plan = BatchPlan(spec)  # fails before starting if the schema cannot give columns
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         if on_batch_start is not None:
             on_batch_start(batch_id)
-        progress = batch_process(batch, batch_id, plan, kafka_format)
+        try:
+            progress = batch_process(batch, batch_id, plan, kafka_format)
+        except Exception:
+            if stopper is None:
+                raise
+            stopper.batch_failed(batch, batch_id)  # raises BatchCut (short, no cause) if the stop cut it
+            raise
         if on_batch is not None:
             on_batch(progress)
+        if stopper is not None:
+            stopper.batch_ended()
 
     writer = (
         source_stream(spark, spec, kafka_format)
@@ -251,6 +268,8 @@ def pipeline_run(
 ) -> None:
     """Run the pipeline until it is done (``once``) or stopped; Spark's failure becomes :class:`PipelineError`.
 
+    SIGTERM or SIGINT stops the query at the end of a micro-batch (:mod:`pipeline.stopping`).
+
     ``on_timing`` gets each batch's :class:`BatchTiming`: from Spark's listener thread shortly after the batch,
     or, for batches it had not delivered when the query ended, then.
     """
@@ -258,18 +277,28 @@ def pipeline_run(
     if timing is not None:
         spark.streams.addListener(timing)
     try:
+        stopper = BatchEndStop()
         try:
             query = pipeline_query(
-                spark, spec, once=once, kafka_format=kafka_format, on_batch=on_batch, on_batch_start=on_batch_start
+                spark,
+                spec,
+                once=once,
+                kafka_format=kafka_format,
+                on_batch=on_batch,
+                on_batch_start=on_batch_start,
+                stopper=stopper,
             )
+            stopper.query = query
         except PipelineError:
             raise
         except Exception as exc:  # e.g. Spark's kafka format without its connector on the classpath
             raise PipelineError(f"pipeline {spec.name} could not start: {exc}") from exc
         try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
-            query.stop()
+            with stop_signals_caught() as signalled:
+                # Seconds as a float are fine (PySpark passes int(timeout * 1000) on); the stub says int.
+                while not query.awaitTermination(STOP_POLL_SECONDS) and not signalled.is_set():  # type: ignore[arg-type]
+                    pass
+                stopper.stop(query, batch_within=spec.trigger_seconds + STOP_BATCH_SECONDS)
         except Exception as exc:
             # A refusal of Sluice's own source (offsets outside the log) is said as it is, not inside Spark's trace.
             own = re.search(r"pipeline\.datasource\.OffsetOutOfRange: ([^\n]*)", str(exc))

@@ -13,7 +13,9 @@ from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.defaultfilters import filesizeformat
 
+from common.admin_forms import ReadableFormAdmin
 from streams.core.templating import TemplateError, template_compile
 from streams.models import Cluster, Route, RouteFilter, Schema, Topic
 from streams.topics import MISSING, TopicCreateError, TopicState, topic_create, topic_names_state, topic_rows_state
@@ -60,7 +62,8 @@ class ClusterAdmin(admin.ModelAdmin):
 
 
 @admin.register(Schema)
-class SchemaAdmin(admin.ModelAdmin):
+class SchemaAdmin(ReadableFormAdmin):
+    field_labels = {"json_schema": "JSON Schema (inline)", "registry_url": "Registry URL"}
     list_display = ["name", "description", "subject", "version", "updated"]
     search_fields = ["name", "description", "subject"]
     readonly_fields = ["created", "updated"]
@@ -73,21 +76,19 @@ class SchemaAdmin(admin.ModelAdmin):
 
 
 @admin.register(Topic)
-class TopicAdmin(admin.ModelAdmin):
+class TopicAdmin(ReadableFormAdmin):
     """Topics Sluice serves; "Create in Kafka" makes the selected ones in their clusters (never on save)."""
 
-    list_display = [
-        "name",
-        "description",
-        "cluster",
-        "kafka",
-        "value_format",
-        "key_format",
-        "cache_max_messages",
-        "cache_max_bytes",
-        "cache_max_age_seconds",
-        "updated",
-    ]
+    field_labels = {
+        "configs": "Topic configs",
+        "value_avro_schema": "Value schema (Avro)",
+        "key_avro_schema": "Key schema (Avro)",
+        "cache_max_messages": "Cache: most records",
+        "cache_max_bytes": "Cache: most bytes",
+        "cache_max_age_seconds": "Cache: oldest record (seconds)",
+    }
+    wide_numbers = frozenset({"cache_max_messages", "cache_max_bytes", "cache_max_age_seconds"})
+    list_display = ["name", "description", "cluster", "kafka", "formats", "cache", "updated"]
     list_filter = ["cluster", "value_format"]
     search_fields = ["name", "description"]
     readonly_fields = ["created", "updated", "kafka_state"]
@@ -130,6 +131,16 @@ class TopicAdmin(admin.ModelAdmin):
     def kafka(self, topic: Topic) -> str:
         return _state_shown(topic)
 
+    @admin.display(description="value / key format")
+    def formats(self, topic: Topic) -> str:
+        return f"{topic.value_format} / {topic.key_format}"
+
+    @admin.display(description="cache (records, bytes, age)")
+    def cache(self, topic: Topic) -> str:
+        """The three cache bounds in one column, so the list fits beside its filters."""
+        size = filesizeformat(topic.cache_max_bytes)
+        return f"{topic.cache_max_messages:,}, {size}, {topic.cache_max_age_seconds:,} s"
+
     @admin.display(description="state in Kafka")
     def kafka_state(self, topic: Topic) -> str:
         if topic.pk is None:
@@ -155,7 +166,28 @@ class RouteFilterInline(admin.TabularInline):
 
 
 @admin.register(Route)
-class RouteAdmin(admin.ModelAdmin):
+class RouteAdmin(ReadableFormAdmin):
+    field_labels = {
+        "initial": "Start from",
+        "allow_since": "Accept ?since=",
+        "event_id": "Event id form",
+        "binary": "Values that are not text",
+        "retry_ms": "Reconnect delay (ms)",
+        "heartbeat_seconds": "Heartbeat every (seconds)",
+        "max_pending_bytes": "Most bytes queued per client",
+    }
+    field_help = {
+        # The model's says <ISO-8601 or epoch ms>, which the page takes for a tag and hides.
+        "allow_since": "Clients may start at a time: ?since=2024-05-01T12:00:00Z (ISO 8601) or epoch milliseconds.",
+        "event_id": "What the id of each event holds; a client resumes from either form.",
+    }
+    choice_labels = {
+        "event_id": {
+            Route.EventIdForm.ETAG: "Position: progress, plus /etag when the record has an etag header",
+            Route.EventIdForm.KEY: 'Key and position: ["key","progress"] (the key in base64url)',
+        }
+    }
+    wide_numbers = frozenset({"retry_ms", "max_pending_bytes"})
     list_display = [
         "path",
         "topic",

@@ -15,6 +15,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from streams.core.clusters import client_settings
 from streams.server.processes import process_stop
 
+STOP_GRACE_SECONDS = 0.5
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
@@ -75,7 +77,9 @@ class EmbeddedBroker:
 
     def stop(self) -> None:
         if self.process is not None:
-            process_stop(self.process, timeout=5)
+            # It waits for its clients' connections to close (this process may still hold some)
+            # and has nothing to save: a short grace, then SIGKILL.
+            process_stop(self.process, timeout=STOP_GRACE_SECONDS)
         self.process = None
 
 

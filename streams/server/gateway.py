@@ -87,8 +87,13 @@ class ServeOptions:
         return "https" if self.tls is not None else "http"
 
 
-def gateway_serve(options: ServeOptions, announce: Callable[[str], None]) -> None:
-    """Serve in this process until SIGTERM/SIGINT (graceful: open streams end cleanly first)."""
+def gateway_serve(
+    options: ServeOptions, announce: Callable[[str], None], stopping: Callable[[], None] = lambda: None
+) -> None:
+    """Serve in this process until SIGTERM/SIGINT (graceful: open streams end cleanly first).
+
+    ``stopping`` is called at the first signal, so what runs beside the server stops meanwhile.
+    """
     runtime = WorkerRuntime(options.kafka_bootstrap)
     tls = options.tls.options() if options.tls is not None else None
     scheme = options.scheme
@@ -127,6 +132,7 @@ def gateway_serve(options: ServeOptions, announce: Callable[[str], None]) -> Non
         transports=lambda: request_transports(server.connections),
         stop=twisted.stop,
         timeout=streams_settings.SHUTDOWN_SECONDS,
+        stopping=stopping,
     )
     # After Twisted put in its own handlers, which would stop the reactor at once.
     twisted.callWhenRunning(shutdown.install)
@@ -141,7 +147,9 @@ def gateway_serve(options: ServeOptions, announce: Callable[[str], None]) -> Non
         raise ListenError(f"cannot listen on {options.host}:{options.port}: {listen_failures[0]}")
 
 
-def gateway_supervise(options: ServeOptions, announce: Callable[[str], None]) -> None:
+def gateway_supervise(
+    options: ServeOptions, announce: Callable[[str], None], stopping: Callable[[], None] = lambda: None
+) -> None:
     """Run ``options.workers`` worker processes on one listening socket; a worker that dies is replaced."""
     try:
         sock = listening_socket(options.host, options.port)
@@ -158,4 +166,4 @@ def gateway_supervise(options: ServeOptions, announce: Callable[[str], None]) ->
         return child
 
     announce(f"Sluice listening on http://{shown}:{port}/ ({options.workers} workers)")
-    Supervisor(command, sock, options.workers).run()
+    Supervisor(command, sock, options.workers, stopping).run()

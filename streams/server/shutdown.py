@@ -43,12 +43,14 @@ class GracefulShutdown:
         transports: Callable[[], list[Any]],
         stop: Callable[[], None],
         timeout: float,
+        stopping: Callable[[], None] = lambda: None,
     ) -> None:
         self._streams = streams
         self._listeners = listeners
         self._transports = transports
         self._stop = stop
         self._timeout = timeout
+        self._stopping = stopping  # told at the first signal: what runs beside the server starts to stop
         self._started: float | None = None
         self._closing: list[Any] | None = None
 
@@ -63,6 +65,7 @@ class GracefulShutdown:
             self._stop()
             return
         self._started = time.monotonic()
+        self._stopping()
         for listener in self._listeners():
             # daphne keeps the Deferred of each endpoint's listen(); an adopted socket is a port.
             if hasattr(listener, "addCallback"):

@@ -21,22 +21,12 @@ from types import FrameType
 
 from django.conf import settings
 
+from streams.server.processes import die_with_parent
+
 logger = logging.getLogger("sluice.workers")
 
 # A child that dies sooner than this after starting is not restarted at once.
 _RESTART_BACKOFF_SECONDS = 1.0
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: get SIGTERM if the supervisor dies (Linux)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
@@ -53,8 +43,15 @@ def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket
 class Supervisor:
     """Runs ``count`` children made by ``command(fd)`` until told to stop."""
 
-    def __init__(self, command: Callable[[int], Sequence[str]], sock: socket.socket, count: int) -> None:
+    def __init__(
+        self,
+        command: Callable[[int], Sequence[str]],
+        sock: socket.socket,
+        count: int,
+        stopping: Callable[[], None] = lambda: None,
+    ) -> None:
         self._command = command
+        self._stopping_told = stopping  # called at the first signal
         self._sock = sock
         self._count = count
         self._children: list[tuple[subprocess.Popen[bytes], float]] = []
@@ -67,11 +64,13 @@ class Supervisor:
             pass_fds=(fd,),
             stdin=subprocess.DEVNULL,
             cwd=Path(sys.argv[0]).resolve().parent,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            preexec_fn=die_with_parent if sys.platform == "linux" else None,
         )
         return process, time.monotonic()
 
     def _stop(self, signum: int, frame: FrameType | None) -> None:
+        if not self._stopping:
+            self._stopping_told()
         self._stopping = True
 
     def run(self) -> None:

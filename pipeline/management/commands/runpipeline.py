@@ -1,11 +1,12 @@
 """``manage.py runpipeline NAME [--once] [--reset-checkpoint] [--master URL] [--conf KEY=VALUE]... [--kafka-format F]``.
 
 With ``-v 2`` it also prints where each micro-batch's time went (Spark's progress durations).
+Once the query runs, SIGTERM or SIGINT stops it cleanly and the run is recorded as ended
+(:mod:`pipeline.stopping`); before that, SIGTERM ends the process at once.
 """
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -51,8 +52,6 @@ class Command(BaseCommand):
             if not equals or not key.strip():
                 raise CommandError(f"--conf takes KEY=VALUE, not {pair!r}")
             spark_conf[key.strip()] = value
-        # SIGTERM stops the query like Ctrl-C does, so the run is recorded as ended.
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             pipeline_execute(
                 options["name"],

@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -20,6 +20,20 @@ from streams.server.workers import channel_layer_shared, workers_default
 
 # Added to the error when the address to listen on is taken: the option that picks another.
 PORT_TAKEN_HINT = "(choose another port with --port)"
+
+
+@runtime_checkable
+class StopsInBackground(Protocol):
+    """A part run beside the server that can start stopping at the signal; its ``stop()`` then waits."""
+
+    def stop_begin(self) -> None: ...
+
+
+def parts_stop_begin(running: list[Any]) -> None:
+    """At the first stop signal: let the parts that stop slowly (a Spark job) begin while streams end."""
+    for part in running:
+        if isinstance(part, StopsInBackground):
+            part.stop_begin()
 
 
 class Command(BaseCommand):
@@ -93,7 +107,8 @@ class Command(BaseCommand):
                     verbosity=options["verbosity_daphne"],
                     kafka_bootstrap=bootstrap if bootstrap != streams_settings.KAFKA_BOOTSTRAP_SERVERS else "",
                 )
-                (gateway_supervise if workers > 1 else gateway_serve)(serve, self.announce)
+                serving = gateway_supervise if workers > 1 else gateway_serve
+                serving(serve, self.announce, lambda: parts_stop_begin(running))
             except ListenError as exc:
                 raise CommandError(f"{exc} {PORT_TAKEN_HINT}") from exc  # taken since the check
             except ServeError as exc:
