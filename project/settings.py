@@ -15,8 +15,8 @@ from typing import Any
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from common.origins import origins_parse, origins_problem
 from streams.core.clusters import environment_properties
-from streams.core.origins import origins_parse, origins_problem
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from common.config.document import ConfigError, ConfigProblem, DocPath, Document
 from common.config.section import FieldSpec, ModelSection, section_register
-from streams.core.origins import origin_problem
+from common.origins import origin_problem
 from streams.models import Cluster, Route, RouteFilter, Schema, Topic
 from streams.services import cluster_upsert, route_upsert, schema_upsert, topic_upsert
 

@@ -12,9 +12,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
+from common.origins import origins_problem
 from streams.core.clusters import property_problem
 from streams.core.formats.spec import registry_problem
-from streams.core.origins import origins_problem
 from streams.core.patterns import PatternError, pattern_compile
 from streams.core.reserved import ReservedEndpoints
 from streams.core.templating import TemplateError, template_compile

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from common.origins import origin_allowed, origin_is_host
 from streams.core.errors import OriginNotAllowed
-from streams.core.origins import origin_allowed, origin_is_host
 
 __all__ = ["OriginRefused", "cors_headers", "cross_origin", "origin_allowed", "preflight_headers", "refusal_headers"]
 

@@ -21,8 +21,8 @@ import logging
 import time
 from collections.abc import Collection
 
+from common.origins import origin_key
 from streams.core.asgi import Scope
-from streams.core.origins import origin_key
 from streams.edge.http.access import client_address
 from streams.edge.http.budget import LineBudget
 from streams.edge.http.counters import origin_refusals

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common.origins import origin_allowed, origin_key
 from guards.verification import Principal
 from streams.conf import streams_settings
 from streams.core.errors import InvalidMembers, MethodNotAllowed, StreamError, UnknownRoute
 from streams.core.mux.members import MemberError, MemberSpec, members_parse
-from streams.core.origins import origin_allowed, origin_key
 from streams.core.routes import RouteKind, RouteSpec, RouteTable
 from streams.edge.http.access import access_log, refusal_reason
 from streams.edge.http.cors import OriginRefused

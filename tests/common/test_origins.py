@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.core.origins import origin_allowed, origin_is_host, origin_problem, origins_parse, origins_problem
+from common.origins import origin_allowed, origin_is_host, origin_problem, origins_parse, origins_problem
 
 
 @pytest.mark.parametrize(
