@@ -63,3 +63,24 @@ def test_the_gateways_own_pages_are_its_host() -> None:
     assert origin_is_host("https://gw.example.com", "http", "gw.example.com")  # TLS ended by a proxy
     assert not origin_is_host("http://127.0.0.1:9000", "http", "127.0.0.1:8000")
     assert not origin_is_host("http://127.0.0.1:8000", "http", None)
+
+
+def test_a_default_that_is_not_an_origin_stops_the_start_naming_the_variable() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {**os.environ, "SLUICE_DEV": "1", "SLUICE_CORS_ALLOW_ORIGINS": "https://ok.example, https://bad.example/"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "SLUICE_CORS_ALLOW_ORIGINS: 'https://bad.example/' ends with '/'" in done.stderr
