@@ -83,7 +83,7 @@ class RouteSet:
         sets = [m.allow_origins for m in self.members]
         if all("*" in origins for origins in sets):
             return ("*",)
-        explicit = [set(o.rstrip("/") for o in origins) for origins in sets if "*" not in origins]
+        explicit = [{origin_key(o) for o in origins} for origins in sets if "*" not in origins]
         return tuple(sorted(set.intersection(*explicit))) if explicit else ()
 
     def origin_refusal(self, origin: str) -> OriginRefused | None:
