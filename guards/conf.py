@@ -20,6 +20,9 @@ class GuardsSettings:
     # registers its key as the `demo` guard). project/settings.py turns it on with DEBUG.
     DEV_ISSUER: bool = False
     DEV_ISSUER_KEY_FILE: Path = field(default_factory=_issuer_key_file)
+    # SLUICE_CORS_ALLOW_ORIGINS, declared by the streams app too: the origins routes without their own
+    # inherit, which the development issuer answers for the demo guard's routes (guards/crossorigin.py).
+    CORS_ALLOW_ORIGINS: tuple[str, ...] = ()
 
 
 guards_settings = app_settings(GuardsSettings)

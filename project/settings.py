@@ -15,6 +15,7 @@ from typing import Any
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from common.origins import origins_parse, origins_problem
 from streams.core.clusters import environment_properties
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -179,6 +180,12 @@ SLUICE: dict[str, Any] = {
 # Every other KAFKA_<NAME> variable is the librdkafka property <name> of the default cluster, kept as a
 # ${env.KAFKA_<NAME>} reference: the value is read when a client connects, so no setting holds a secret.
 SLUICE["KAFKA_PROPERTIES"] = environment_properties(os.environ)
+# Origins every route allows when its own allow_origins is empty (comma-separated scheme://host[:port], or *).
+if "SLUICE_CORS_ALLOW_ORIGINS" in os.environ:
+    _origins = origins_parse(env("SLUICE_CORS_ALLOW_ORIGINS"))
+    if (_problem := origins_problem(_origins)) is not None:
+        raise ImproperlyConfigured(f"SLUICE_CORS_ALLOW_ORIGINS: {_problem}")
+    SLUICE["CORS_ALLOW_ORIGINS"] = _origins
 # The development token issuer is on with DEBUG unless set explicitly.
 SLUICE["DEV_ISSUER"] = env.bool("SLUICE_DEV_ISSUER", default=DEBUG)
 

@@ -7,8 +7,11 @@ not answer shows "unknown", and the page is never held longer than that.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
@@ -159,6 +162,52 @@ class TopicAdmin(ReadableFormAdmin):
             self.message_user(request, creation.message, messages.SUCCESS if creation.created else messages.INFO)
 
 
+class ListLinesField(forms.Field):
+    """A list of names edited one per line (a pasted JSON list works too), for a JSON list field."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "cols": 60, "spellcheck": "false"})
+
+    def __init__(self, *, separators: str = r"\s+", **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+        self.separators = re.compile(separators)
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return "\n".join(str(item) for item in value)
+        return value
+
+    def to_python(self, value: Any) -> list[str]:
+        text = "" if value is None else str(value).strip()
+        if text.startswith("["):
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, list):
+                return [str(item) for item in parsed]
+        return [part for part in self.separators.split(text) if part]
+
+
+class RouteForm(forms.ModelForm):
+    """Origins and roles as lists, one per line: the model checks each (its error names the one that is wrong)."""
+
+    roles = ListLinesField(
+        label="Roles",
+        help_text="One role per line; a token must grant all of them, e.g. read:items. Needs a guard.",
+    )
+    allow_origins = ListLinesField(
+        separators=r"[\s,]+",
+        label="Allowed origins",
+        help_text="One origin per line, scheme://host[:port] with no path (https://app.example.com), or * for "
+        "any. Empty: the project's SLUICE_CORS_ALLOW_ORIGINS. Other origins are refused (403).",
+    )
+
+    class Meta:
+        model = Route
+        fields = ["roles", "allow_origins"]  # the admin's fieldsets give the form all the others
+
+
 class RouteFilterInline(admin.TabularInline):
     model = RouteFilter
     extra = 0
@@ -167,6 +216,7 @@ class RouteFilterInline(admin.TabularInline):
 
 @admin.register(Route)
 class RouteAdmin(ReadableFormAdmin):
+    form = RouteForm
     field_labels = {
         "initial": "Start from",
         "allow_since": "Accept ?since=",

@@ -79,6 +79,15 @@ class RouteSerializer(ServiceSerializer):
     guard = serializers.SlugRelatedField(
         slug_field="name", queryset=Guard.objects.all(), allow_null=True, required=False
     )
+    # Lists of strings (the model checks each: an origin is scheme://host[:port] or "*").
+    roles = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="Roles a token must grant, all of them."
+    )
+    allow_origins = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text='CORS origins (scheme://host[:port], no path) or ["*"]; empty: SLUICE_CORS_ALLOW_ORIGINS.',
+    )
 
     class Meta:
         model = Route

@@ -43,6 +43,9 @@ class StreamsSettings:
     UNAVAILABLE_HOLD_SECONDS: float = 30.0
     # Streams one worker holds that way at most (past it they end at once; browsers come back).
     MAX_WAITING_STREAMS: int = 1000
+    # Origins (scheme://host[:port], or "*") a route allows when its own allow_origins is empty; a route
+    # that lists origins allows those alone (docs/embedding.md, "CORS"). From SLUICE_CORS_ALLOW_ORIGINS.
+    CORS_ALLOW_ORIGINS: tuple[str, ...] = ()
     # The event loop under Twisted's asyncio reactor: asyncio or uvloop.
     EVENT_LOOP: str = "asyncio"
 

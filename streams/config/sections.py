@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 
 from common.config.document import ConfigError, ConfigProblem, DocPath, Document
 from common.config.section import FieldSpec, ModelSection, section_register
+from common.origins import origin_problem
 from streams.models import Cluster, Route, RouteFilter, Schema, Topic
 from streams.services import cluster_upsert, route_upsert, schema_upsert, topic_upsert
 
@@ -93,10 +94,20 @@ class RouteSection(ModelSection):
             if not isinstance(headers, dict):
                 problems.append(document.problem((*at, "headers"), f"must be a mapping, not {headers!r}"))
             filters.append({"key": key, "headers": headers})
+        problems += self.origins_problems(form.get("cors.allow_origins"), path, document)
         if problems:
             raise ConfigError(problems)
         form["filters"] = filters
         return form
+
+    @staticmethod
+    def origins_problems(origins: Any, path: DocPath, document: Document) -> list[ConfigProblem]:
+        """Each entry of ``cors.allow_origins`` that is not an origin, at its own line."""
+        if not isinstance(origins, list):
+            return []  # not a list: the model's check says so, at the field
+        at = (*path, "cors", "allow_origins")
+        found = ((index, origin_problem(origin)) for index, origin in enumerate(origins))
+        return [document.problem((*at, index), problem) for index, problem in found if problem is not None]
 
     def default(self, spec: FieldSpec) -> Any:
         return [] if spec.key == "filters" else super().default(spec)

@@ -2,8 +2,9 @@
 
 The request protocol is written once, for a :class:`~streams.edge.streaming.routeset.RouteSet`
 (a route's own path is a set of one): the address's slot (429), ``OPTIONS``
-(CORS preflight or the allowed methods), CORS headers on every other answer,
-the challenge response (``POST`` on a guarded path), then the stream: the
+(CORS preflight or the allowed methods), the origin (a JSON 403 for one the
+routes do not allow, logged once a minute per route and origin), CORS headers
+on every other answer, the challenge response (``POST`` on a guarded path), then the stream: the
 method, every member admitted and opened before the response starts (or the
 start held while Kafka is away or a configured topic is not created yet), the
 token's deadlines, and the response.
@@ -20,17 +21,25 @@ from streams.core.asgi import Receive, Scope, Send
 from streams.core.errors import StreamError
 from streams.edge.authorization.reauthorization import CHALLENGE_CONTENT_TYPE
 from streams.edge.challenge import challenge_answer, stream_deadlines
-from streams.edge.http.cors import cors_headers, is_preflight, preflight_headers
+from streams.edge.http.cors import (
+    OriginRefused,
+    cors_headers,
+    cross_origin,
+    is_preflight,
+    preflight_headers,
+    refusal_headers,
+)
 from streams.edge.http.request import StreamRequest
 from streams.edge.http.responses import empty_answer, send_error, send_with_headers, stream_finish, stream_start
 from streams.edge.runtime import WorkerRuntime
 from streams.edge.streaming.ending import StreamEnd
 from streams.edge.streaming.mux_stream import MuxStream
 from streams.edge.streaming.opening import members_open
-from streams.edge.streaming.routeset import RouteSet, mux_resolve
+from streams.edge.streaming.routeset import RouteSet, mux_resolve, origins_named
 from streams.edge.streaming.source import StreamSource
 from streams.edge.streaming.stream import stream_serve
 from streams.edge.streaming.unavailable import stream_hold, temporary, unpositioned
+from streams.selectors import route_table
 
 
 async def stream_request(
@@ -62,7 +71,11 @@ async def request_answer(
         await send_error(send, error)
         return
     if request.method == "OPTIONS":
-        await options_answer(routes, request, send)
+        await options_answer(runtime, routes, request, send)
+        return
+    refusal = await origin_check(runtime, routes, request, preflight=False)
+    if refusal is not None:
+        await send_error(send_with_headers(send, refusal_headers(refusal.origin)), refusal)
         return
     send = send_with_headers(send, cors_headers(request.scope, routes.allow_origins, routes.allow_credentials))
     if request.method == "POST" and routes.guarded and request.content_type == CHALLENGE_CONTENT_TYPE:
@@ -71,10 +84,14 @@ async def request_answer(
         await stream_answer(runtime, routes, request, receive, send, end)
 
 
-async def options_answer(routes: RouteSet, request: StreamRequest, send: Send) -> None:
+async def options_answer(runtime: WorkerRuntime, routes: RouteSet, request: StreamRequest, send: Send) -> None:
     """A CORS preflight for the stream GET or the challenge-response POST; else the allowed methods."""
     methods = routes.methods
     if is_preflight(request.scope):
+        refusal = await origin_check(runtime, routes, request, preflight=True)
+        if refusal is not None:
+            await send_error(send, refusal)
+            return
         try:
             headers = preflight_headers(request.scope, routes.allow_origins, routes.allow_credentials, methods)
         except StreamError as error:
@@ -83,6 +100,18 @@ async def options_answer(routes: RouteSet, request: StreamRequest, send: Send) -
     else:
         headers = [(b"allow", ", ".join((*methods, "OPTIONS")).encode())]
     await empty_answer(send, 204, headers)
+
+
+async def origin_check(
+    runtime: WorkerRuntime, routes: RouteSet, request: StreamRequest, *, preflight: bool
+) -> OriginRefused | None:
+    """The refusal of a cross-origin request the routes do not allow, counted and (once a minute) logged."""
+    origin = cross_origin(request.scope)
+    refusal = routes.origin_refusal(origin) if origin is not None else None
+    if refusal is not None:
+        known = origins_named(await route_table())
+        runtime.refused_origins.refused(request.scope, refusal.route, refusal.origin, preflight=preflight, known=known)
+    return refusal
 
 
 async def stream_answer(

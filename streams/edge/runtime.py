@@ -18,6 +18,7 @@ from streams.core.clusters import ClusterSpec
 from streams.edge.authorization.reauthorization import Deadlines, ReauthorizationBus
 from streams.edge.authorization.reconfiguration import ConfigBus, OpenStreams
 from streams.edge.http.limits import AddressSlots
+from streams.edge.http.refused_origins import RefusedOrigins
 from streams.fanout.hubs import Hubs
 from streams.fanout.kafka import KafkaAccess
 from streams.proxy.upstream import Upstreams
@@ -35,6 +36,8 @@ class WorkerRuntime:
         self.default_cluster: ClusterSpec = default_cluster(bootstrap)
         # Per client address: its open streams (limits.py); streams held while Kafka is away (unavailable.py).
         self.addresses = AddressSlots()
+        # Requests refused for their Origin: the log lines' budget per route and origin (refused_origins.py).
+        self.refused_origins = RefusedOrigins()
         self.waiting = 0
         # /readyz: accesses made to probe clusters no hub reads yet (kept: one per probe would leak
         # threads), and the last answer with its time (reused for a second).

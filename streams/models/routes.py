@@ -13,8 +13,10 @@ from streams.models.kafka import Schema
 from streams.models.validators import (
     no_control,
     reserved_endpoints,
+    validate_origins,
     validate_path_not_reserved,
     validate_path_pattern,
+    validate_roles,
     validate_template,
     validate_upstream_url,
 )
@@ -124,18 +126,22 @@ class Route(Timestamped):
         errors: dict[str, str] = {}
         if self.roles is None:
             self.roles = []
-        if not isinstance(self.roles, list) or not all(isinstance(r, str) and r for r in self.roles):
-            errors["roles"] = 'Give a list of role names, e.g. ["read:items"].'
-        elif self.roles and self.guard_id is None:
-            errors["roles"] = "Roles need a guard."
+        try:
+            validate_roles(self.roles)
+        except ValidationError as exc:
+            errors["roles"] = exc.messages[0]
+        else:
+            if self.roles and self.guard_id is None:
+                errors["roles"] = "Roles need a guard."
         if self.allow_origins is None:
             self.allow_origins = []
-        if not isinstance(self.allow_origins, list) or not all(
-            isinstance(o, str) and (o == "*" or o.startswith(("http://", "https://"))) for o in self.allow_origins
-        ):
-            errors["allow_origins"] = 'Give a list of origins such as "https://app.example.com", or ["*"].'
-        elif self.allow_credentials and "*" in self.allow_origins:
-            errors["allow_credentials"] = "Credentials cannot be allowed for every origin (*): name the origins."
+        try:
+            validate_origins(self.allow_origins)
+        except ValidationError as exc:
+            errors["allow_origins"] = exc.messages[0]
+        else:
+            if self.allow_credentials and "*" in self.allow_origins:
+                errors["allow_credentials"] = "Credentials cannot be allowed for every origin (*): name the origins."
         if self.kind == self.Kind.SSE_PROXY:
             if not self.upstream:
                 errors["upstream"] = "An sse-proxy route needs the upstream URL."

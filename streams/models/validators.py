@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 
+from common.origins import origins_problem
 from streams.core.clusters import property_problem
 from streams.core.formats.spec import registry_problem
 from streams.core.patterns import PatternError, pattern_compile
@@ -96,6 +97,22 @@ def validate_upstream_url(value: str) -> None:
         or any(c.isspace() for c in value)
     ):
         raise ValidationError("Give an http:// or https:// URL with a host.", code="upstream")
+
+
+def validate_origins(value: object) -> None:
+    """CORS origins: a list of ``scheme://host[:port]`` (no path, no trailing slash), or ``["*"]``."""
+    problem = origins_problem(value)
+    if problem is not None:
+        raise ValidationError(problem[0].upper() + problem[1:] + ".", code="origins")
+
+
+def validate_roles(value: object) -> None:
+    """Role names a token must grant: a list of names without spaces."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(r, str) and r for r in value):
+        raise ValidationError('Give a list of role names, e.g. ["read:items"].', code="roles")
+    spaced = [role for role in value if any(c.isspace() for c in role)]
+    if spaced:
+        raise ValidationError(f"{spaced[0]!r}: a role name has no spaces (one role per line).", code="roles")
 
 
 def no_control(value: str) -> None:

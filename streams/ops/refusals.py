@@ -15,12 +15,11 @@ import json
 import logging
 import re
 import time
-from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import Counter
 
+from streams.edge.http.budget import LineBudget
 from streams.edge.http.counters import stream_metrics
 
 access_logger = logging.getLogger("sluice.access")
@@ -31,54 +30,6 @@ requests_refused = Counter(
     ["reason"],
     registry=stream_metrics,
 )
-
-
-@dataclass(slots=True)
-class _Allowance:
-    tokens: float
-    stamp: float
-    held_back: int = 0
-
-
-class LineBudget:
-    """A token bucket per client address (``burst`` lines, refilled at ``per_minute``), for at most ``clients``.
-
-    The least recently seen addresses are forgotten past ``clients``, so a flood
-    from many addresses costs bounded memory; ``total_per_minute`` bounds the
-    lines of all of them together.
-    """
-
-    def __init__(
-        self, *, burst: int = 5, per_minute: float = 5.0, clients: int = 4096, total_per_minute: float = 60.0
-    ) -> None:
-        self.burst = burst
-        self.rate = per_minute / 60.0
-        self.clients = clients
-        self._allowances: OrderedDict[str, _Allowance] = OrderedDict()
-        self._total = _Allowance(tokens=total_per_minute, stamp=0.0)
-        self._total_rate = total_per_minute / 60.0
-        self._total_burst = total_per_minute
-
-    def take(self, client: str, now: float) -> int | None:
-        """Lines held back for ``client`` since its last line if one may be written now, else None."""
-        allowance = self._allowances.pop(client, None) or _Allowance(tokens=float(self.burst), stamp=now)
-        self._allowances[client] = allowance
-        while len(self._allowances) > self.clients:
-            self._allowances.popitem(last=False)
-        _refill(allowance, now, self.rate, self.burst)
-        _refill(self._total, now, self._total_rate, self._total_burst)
-        if allowance.tokens < 1 or self._total.tokens < 1:
-            allowance.held_back += 1
-            return None
-        allowance.tokens -= 1
-        self._total.tokens -= 1
-        held_back, allowance.held_back = allowance.held_back, 0
-        return held_back
-
-
-def _refill(allowance: _Allowance, now: float, rate: float, cap: float) -> None:
-    allowance.tokens = min(cap, allowance.tokens + (now - allowance.stamp) * rate)
-    allowance.stamp = now
 
 
 def refusal_reason(logger_name: str) -> str:

@@ -1,8 +1,14 @@
-"""Cross-origin EventSource in headless Chromium: a page on another port opens streams on the gateway."""
+"""Cross-origin streams in headless Chromium: a page on another port opens streams on the gateway.
+
+An EventSource follows the routes that allow the page's origin; a route that does
+not is refused, and a page using ``sluice.js`` shows why in its console while the
+gateway logs the refusal once.
+"""
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,12 +38,14 @@ function watch(name, url, options) {
 
 
 class PageHandler(BaseHTTPRequestHandler):
+    page = PAGE  # what the other origin serves
+
     def do_GET(self) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/html; charset=utf-8")
-        self.send_header("content-length", str(len(PAGE)))
+        self.send_header("content-length", str(len(self.page)))
         self.end_headers()
-        self.wfile.write(PAGE)
+        self.wfile.write(self.page)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -98,3 +106,50 @@ def test_cross_origin_event_source_with_and_without_cors(
     assert results["cookie"]["events"] == ["hello across origins"]
     assert results["refused"]["events"] == []
     assert results["no-cookie"]["events"] == []
+
+
+REFUSED_PAGE = """<!doctype html><meta charset="utf-8"><title>a shop the route does not allow</title>
+<script type="module">
+  import {{ open }} from "{gateway}/static/sluice/sluice.js";
+  window.refusals = [];
+  window.follow = (path) => open(path, {{
+    base: "{gateway}",
+    onError: (e) => {{ window.refusals.push(e); console.error(`sluice: ${{e.message}}`); }},
+  }});
+  window.ready = true;
+</script>"""
+
+
+def test_a_page_on_an_origin_the_route_refuses_says_why_in_its_console(
+    browser_page: Any, gateway: Gateway, kafka: Kafka, route: Any, other_origin: str
+) -> None:
+    page = browser_page
+    path = f"/xo-refused/{uuid.uuid4().hex[:8]}"
+    route(path=path, topic=kafka.topic(), allow_origins=["https://somewhere.else"])
+    PageHandler.page = REFUSED_PAGE.format(gateway=gateway.url).encode()
+    console: list[str] = []
+    page.on("console", lambda message: console.append(message.text) if message.type == "error" else None)
+    try:
+        page.goto(other_origin + "/")
+        page.wait_for_function("window.ready === true", timeout=WAIT_MS)
+        for _ in range(3):  # the page tries again and again: the gateway's log says it once
+            page.evaluate("(path) => window.follow(path)", path)
+        page.wait_for_function("window.refusals.length >= 3", timeout=WAIT_MS)
+    finally:
+        PageHandler.page = PAGE
+    said = f"origin {other_origin} is not allowed on route {path}"
+    assert [text for text in console if said in text] == [
+        f"sluice: {said}: add it to the route's allow_origins "
+        "(or to SLUICE_CORS_ALLOW_ORIGINS, which routes without allow_origins inherit)"
+    ] * 3
+    refusal = page.evaluate("window.refusals[0]")
+    assert (refusal["kind"], refusal["status"], refusal["error"], refusal["fatal"]) == (
+        "refused",
+        403,
+        "origin_not_allowed",
+        True,
+    )
+    time.sleep(0.5)
+    lines = [line for line in list(gateway.output) if '"event":"origin_refused"' in line and path in line]
+    assert len(lines) == 1, lines
+    assert f'"origin":"{other_origin}"' in lines[0]

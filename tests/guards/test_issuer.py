@@ -141,3 +141,84 @@ def test_endpoint_without_a_key_says_how_to_get_one(signed_in: Client, key_file:
     response = post(signed_in, {})
     assert response.status_code == 503
     assert "runstreams --demo" in response.json()["detail"]
+
+
+PAGE = "http://localhost:3000"
+
+
+@pytest.fixture
+def embedded(db: None, key_file: Path) -> Any:
+    """The demo guard with a route that allows ``PAGE``, and a client that enforces CSRF like a browser."""
+    from streams.models import Route
+
+    guard = dev_guard_ensure(key=issuer_key_ensure(key_file))
+    return Route.objects.create(path="/demo/guarded", topic="t", guard=guard, allow_origins=[PAGE])
+
+
+def csrf_client(django_user_model: Any) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(django_user_model.objects.create_user("ada"))
+    return client
+
+
+def test_a_page_its_routes_allow_gets_a_token_across_origins(embedded: Any, django_user_model: Any) -> None:
+    client = csrf_client(django_user_model)
+    preflight = client.options(
+        "/auth/token",
+        headers={
+            "origin": PAGE,
+            "access-control-request-method": "POST",
+            "access-control-request-headers": "content-type",
+        },
+    )
+    assert preflight.status_code == 204
+    assert preflight["access-control-allow-origin"] == PAGE
+    assert preflight["access-control-allow-credentials"] == "true"
+    assert preflight["access-control-allow-methods"] == "POST"
+    assert "content-type" in preflight["access-control-allow-headers"]
+    # No CSRF token: the origin is what is checked for a page on another origin.
+    answer = client.post("/auth/token", {"lifetime": 30}, content_type="application/json", headers={"origin": PAGE})
+    assert answer.status_code == 200, answer.content
+    assert answer["access-control-allow-origin"] == PAGE
+    assert "origin" in answer["vary"].lower()
+    assert answer.json()["identity"] == "ada"
+
+
+def test_other_origins_forms_and_the_gateways_own_pages_without_csrf_are_refused(
+    embedded: Any, django_user_model: Any
+) -> None:
+    client = csrf_client(django_user_model)
+    evil = "https://evil.example.com"
+    for method in (client.options, client.post):
+        refused = method("/auth/token", "{}", content_type="application/json", headers={"origin": evil})
+        assert refused.status_code == 403
+        assert refused.json()["error"] == "origin_not_allowed"
+        assert evil in refused.json()["detail"]
+        assert "access-control-allow-origin" not in refused
+    form = client.post("/auth/token", {"lifetime": "30"}, headers={"origin": PAGE})  # multipart: no preflight
+    assert form.status_code == 415
+    assert "access_token" not in form.content.decode()
+    own = client.post("/auth/token", {}, content_type="application/json", headers={"origin": "http://testserver"})
+    assert (own.status_code, own.json()["error"]) == (403, "csrf_failed")
+
+
+def test_routes_without_origins_lend_the_issuer_the_project_default_and_star_does_not(
+    embedded: Any, django_user_model: Any, settings: Any
+) -> None:
+    from streams.models import Route
+
+    Route.objects.create(path="/demo/any", topic="t", guard=embedded.guard, allow_origins=["*"])
+    Route.objects.create(path="/demo/inherits", topic="t", guard=embedded.guard)
+    client = csrf_client(django_user_model)
+
+    def asked(origin: str) -> int:
+        return int(
+            client.post("/auth/token", {}, content_type="application/json", headers={"origin": origin}).status_code
+        )
+
+    assert asked("https://site.example.com") == 403  # "*" on a route does not open the issuer to every site
+    settings.SLUICE = {**settings.SLUICE, "CORS_ALLOW_ORIGINS": ("https://site.example.com",)}
+    assert asked("https://site.example.com") == 200
+    settings.SLUICE = {**settings.SLUICE, "DEV_ISSUER": False}
+    assert asked(PAGE) == 404
+    assert client.options("/auth/token", headers={"origin": PAGE}).status_code == 404

@@ -104,3 +104,56 @@ def test_topic_limits_are_validated(admin_client_logged_in: Client) -> None:
     body = response.content.decode()
     assert "A Kafka topic name" in body
     assert not Topic.objects.exists()
+
+
+def test_origins_and_roles_are_lists_one_per_line(admin_client_logged_in: Client) -> None:
+    from guards.services import guard_upsert
+    from tests.support.tokens import guard_fields
+
+    guard = guard_upsert(name="lines", **guard_fields())
+    form = route_form(
+        allow_origins="https://app.example.com\r\nhttp://localhost:3000, http://127.0.0.1:8080\r\n",
+        roles="read:items\r\n  read:scores \r\n",
+        guard=str(guard.pk),
+    )
+    response = admin_client_logged_in.post("/admin/streams/route/add/", form)
+    assert response.status_code == 302, response.content.decode()
+    route = Route.objects.get()
+    assert route.allow_origins == ["https://app.example.com", "http://localhost:3000", "http://127.0.0.1:8080"]
+    assert route.roles == ["read:items", "read:scores"]
+    page = admin_client_logged_in.get(f"/admin/streams/route/{route.pk}/change/").content.decode()
+    assert "https://app.example.com\nhttp://localhost:3000\nhttp://127.0.0.1:8080</textarea>" in page
+    assert "read:items\nread:scores</textarea>" in page
+    assert "Enter a valid JSON" not in page
+
+
+def test_a_bare_origin_and_a_pasted_json_list_both_work(admin_client_logged_in: Client) -> None:
+    response = admin_client_logged_in.post("/admin/streams/route/add/", route_form(allow_origins="*"))
+    assert response.status_code == 302
+    assert Route.objects.get().allow_origins == ["*"]
+    Route.objects.all().delete()
+    response = admin_client_logged_in.post(
+        "/admin/streams/route/add/", route_form(allow_origins='["https://a.example.com", "https://b.example.com"]')
+    )
+    assert response.status_code == 302
+    assert Route.objects.get().allow_origins == ["https://a.example.com", "https://b.example.com"]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("http://host/index.html", "&#x27;http://host/index.html&#x27; is not an origin"),
+        ("https://app.example.com/", "ends with &#x27;/&#x27;"),
+        ("app.example.com", "&#x27;app.example.com&#x27; is not an origin"),
+    ],
+)
+def test_a_value_that_is_not_an_origin_is_refused_at_the_field(
+    admin_client_logged_in: Client, value: str, message: str
+) -> None:
+    response = admin_client_logged_in.post(
+        "/admin/streams/route/add/", route_form(allow_origins=f"https://fine.example.com\n{value}")
+    )
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert list(response.context["adminform"].form.errors) == ["allow_origins"]
+    assert not Route.objects.exists()

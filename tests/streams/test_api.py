@@ -177,3 +177,18 @@ def test_openapi_document(api: Client) -> None:
         assert url in document["paths"], sorted(document["paths"])
     route = document["components"]["schemas"]["Route"]
     assert route["properties"]["filters"]["type"] == "array"
+
+
+def test_route_origins_are_validated_with_the_field_named(api: Client) -> None:
+    for origins, said in [
+        (["https://app.example.com", "https://app.example.com/index.html"], "is not an origin"),
+        (["https://app.example.com/"], "ends with '/'"),
+        ("https://app.example.com", "expected a list"),
+    ]:
+        response = post(api, "/api/routes/", {"path": "/o", "topic": "t", "allow_origins": origins})
+        assert response.status_code == 400, origins
+        assert said in response.json()["allow_origins"][0].lower()
+    assert not Route.objects.exists()
+    created = post(api, "/api/routes/", {"path": "/o", "topic": "t", "allow_origins": ["http://localhost:3000"]})
+    assert created.status_code == 201, created.content
+    assert created.json()["allow_origins"] == ["http://localhost:3000"]

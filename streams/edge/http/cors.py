@@ -1,7 +1,11 @@
-"""Cross-origin access per route: response headers and preflight answers (plain data, no Django).
+"""Cross-origin access per route: response headers, preflight answers and refusals (plain data, no Django).
 
-A request from an origin the route does not allow gets no CORS headers at all,
-so the browser blocks it; a preflight from such an origin is refused with 403.
+A request whose ``Origin`` the route does not allow is refused with a JSON 403
+naming the origin and the route (:class:`OriginRefused`) rather than streamed
+to a browser that would discard every event; the refusal carries just enough
+CORS headers for the page's script to read why (it holds no data). A preflight
+from such an origin is refused with 403 too. A request without ``Origin`` (a
+server-side client), or from the gateway's own pages, is never refused for it.
 """
 
 from __future__ import annotations
@@ -9,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from common.origins import origin_allowed, origin_is_host
 from streams.core.errors import OriginNotAllowed
+
+__all__ = ["OriginRefused", "cors_headers", "cross_origin", "origin_allowed", "preflight_headers", "refusal_headers"]
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -28,9 +35,36 @@ def request_header(scope: dict[str, Any], name: bytes) -> str | None:
     return None
 
 
-def origin_allowed(origin: str, allow_origins: Iterable[str]) -> bool:
-    allowed = tuple(allow_origins)
-    return "*" in allowed or origin.rstrip("/") in tuple(o.rstrip("/") for o in allowed)
+class OriginRefused(OriginNotAllowed):
+    """A request from an origin its route does not allow: the body names both."""
+
+    def __init__(self, origin: str, route: str) -> None:
+        super().__init__(
+            f"origin {origin} is not allowed on route {route}: add it to the route's allow_origins "
+            "(or to SLUICE_CORS_ALLOW_ORIGINS, which routes without allow_origins inherit)"
+        )
+        self.origin = origin
+        self.route = route
+
+    def fields(self) -> dict[str, object]:
+        return {"origin": self.origin, "route": self.route}
+
+
+def cross_origin(scope: dict[str, Any]) -> str | None:
+    """The request's ``Origin`` unless it has none or it is the gateway's own (``Host``, scheme)."""
+    origin = request_header(scope, b"origin")
+    if origin is None or origin_is_host(origin, str(scope.get("scheme", "http")), request_header(scope, b"host")):
+        return None
+    return origin
+
+
+def refusal_headers(origin: str) -> Headers:
+    """What lets the refused page's script read the refusal's JSON (``fetch``; without credentials)."""
+    return [
+        (b"access-control-allow-origin", origin.encode("latin-1")),
+        (b"vary", b"origin"),
+        (b"access-control-expose-headers", EXPOSE_HEADERS),
+    ]
 
 
 def cors_headers(scope: dict[str, Any], allow_origins: Iterable[str], allow_credentials: bool) -> Headers:

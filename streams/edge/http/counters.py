@@ -34,3 +34,10 @@ multiplexed_members = Gauge(
     "Members of the multiplexed streams open now (each is also counted under its own route).",
     registry=stream_metrics,
 )
+origin_refusals = Counter(
+    "sluice_origin_refusals",
+    "Stream requests and preflights refused for their Origin, by route and origin "
+    '(an origin some route or SLUICE_CORS_ALLOW_ORIGINS names, "null", or "other").',
+    ["route", "origin", "preflight"],
+    registry=stream_metrics,
+)

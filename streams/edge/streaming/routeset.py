@@ -4,17 +4,22 @@ A single route is a set of one, so the request protocol (``OPTIONS``, methods, t
 challenge response, CORS) is written once for both (:mod:`streams.edge.lifecycle`).
 What still differs is said here: a multiplexed request names the member a refusal
 is about, and its members' routes must all allow an origin for it to be allowed.
+A route with no ``allow_origins`` of its own allows the project's
+(``SLUICE_CORS_ALLOW_ORIGINS``); one that lists origins allows those alone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common.origins import origin_allowed, origin_key
 from guards.verification import Principal
+from streams.conf import streams_settings
 from streams.core.errors import InvalidMembers, MethodNotAllowed, StreamError, UnknownRoute
 from streams.core.mux.members import MemberError, MemberSpec, members_parse
-from streams.core.routes import RouteKind, RouteSpec
+from streams.core.routes import RouteKind, RouteSpec, RouteTable
 from streams.edge.http.access import access_log, refusal_reason
+from streams.edge.http.cors import OriginRefused
 from streams.edge.http.counters import admission_refusals
 from streams.edge.http.request import GUARDED_METHODS, STREAM_METHODS, StreamRequest
 from streams.edge.streaming.source import StreamSource
@@ -46,6 +51,11 @@ class Member:
     def is_proxy(self) -> bool:
         return self.route.kind == RouteKind.SSE_PROXY
 
+    @property
+    def allow_origins(self) -> tuple[str, ...]:
+        """The route's own origins, else the project's."""
+        return route_origins(self.route)
+
     def refusal(self, error: StreamError) -> StreamError:
         """``error``, naming this member if it is one of several."""
         return error.for_member(self.spec.alias, self.spec.path) if self.spec is not None else error
@@ -70,12 +80,21 @@ class RouteSet:
     def allow_origins(self) -> tuple[str, ...]:
         """The origins every member allows (``*`` only if all allow any)."""
         if not self.multiplexed:
-            return tuple(self.members[0].route.allow_origins)
-        sets = [tuple(route.allow_origins) for route in self.routes]
+            return self.members[0].allow_origins
+        sets = [m.allow_origins for m in self.members]
         if all("*" in origins for origins in sets):
             return ("*",)
-        explicit = [set(o.rstrip("/") for o in origins) for origins in sets if "*" not in origins]
+        explicit = [{origin_key(o) for o in origins} for origins in sets if "*" not in origins]
         return tuple(sorted(set.intersection(*explicit))) if explicit else ()
+
+    def origin_refusal(self, origin: str) -> OriginRefused | None:
+        """403 naming ``origin`` and the first member whose route does not allow it; None if all do."""
+        for member in self.members:
+            if not origin_allowed(origin, member.allow_origins):
+                refusal = OriginRefused(origin, member.route.pattern.source)
+                member.refusal(refusal)
+                return refusal
+        return None
 
     @property
     def allow_credentials(self) -> bool:
@@ -136,6 +155,17 @@ class RouteSet:
         if route.kind != RouteKind.SSE_PROXY:
             admission_refusals.labels(route.pattern.source, reason).inc()
             access_log("refused", route, request.scope, error.status, started, reason=reason)
+
+
+def route_origins(route: RouteSpec) -> tuple[str, ...]:
+    """The origins ``route`` allows: its own, or the project's when it lists none."""
+    return tuple(route.allow_origins) or tuple(streams_settings.CORS_ALLOW_ORIGINS)
+
+
+def origins_named(table: RouteTable) -> frozenset[str]:
+    """Every origin the configuration names (compared form): the origins refusals are counted by."""
+    named = {*streams_settings.CORS_ALLOW_ORIGINS, *(o for route in table.routes for o in route.allow_origins)}
+    return frozenset(origin_key(origin) for origin in named)
 
 
 async def mux_resolve(request: StreamRequest) -> RouteSet:

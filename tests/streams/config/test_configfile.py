@@ -153,6 +153,7 @@ BROKEN_FILES = [
     ("duplicate_path.yaml", "4:5", "routes[1].path", "route /events/{topic} is given twice (first at line 2)"),
     ("duplicate_key.yaml", "4:5", "routes[0].topic", "given twice (first at line 3)"),
     ("bad_cors.yaml", "4:34", "routes[0].cors.allow_credentials", "Credentials cannot be allowed for every origin"),
+    ("bad_origin.yaml", "7:11", "routes[0].cors.allow_origins[1]", "'https://app.example.com/index.html' is not an"),
     ("bad_filter.yaml", "8:9", "routes[0].filters[1].headers", "league: ${params.league} is not a path parameter"),
     ("bad_choice.yaml", "4:5", "routes[0].event_id", "Value 'offset' is not a valid choice"),
     ("unknown_schema.yaml", "3:5", "topics[0].schema", "no schema named 'nowhere'"),
