@@ -85,14 +85,21 @@ class Prober:
         self.token = token
         self.session = session
         self.phase = "before"
+        self.in_flight: str | None = None  # the phase of the round of probes under way
         self.observed = Observed()
 
     async def run(self) -> None:
         while True:
-            phase = self.phase
+            phase = self.in_flight = self.phase
             await asyncio.gather(self._healthz(phase), self._readyz(phase), self._api(phase), self._admin(phase))
             await self._stream(phase)
+            self.in_flight = None
             await asyncio.sleep(0.5)
+
+    async def phase_next(self, phase: str) -> None:
+        """Start ``phase`` once the round of probes under way (of the phase before) is done."""
+        previous, self.phase = self.phase, phase
+        await condition_wait_async(lambda: self.in_flight != previous, within=30, what=f"the {previous} probes")
 
     async def _healthz(self, phase: str) -> None:
         answer = await self.http.get("/healthz")
@@ -176,7 +183,7 @@ async def test_database_away_keeps_streams_liveness_and_known_routes_and_loses_n
             database_proxy.cut()
             cut_at = time.monotonic()
             await asyncio.sleep(SETTLE_SECONDS)
-            prober.phase = "away"
+            await prober.phase_next("away")
             for n in range(ARRIVING):  # new streams keep arriving, each held to the ledger too
                 path, group = paths[n % len(paths)]
                 client = ResumingClient(gateway.port, path, group)
@@ -187,7 +194,7 @@ async def test_database_away_keeps_streams_liveness_and_known_routes_and_loses_n
             await condition_wait_async(
                 lambda: time.monotonic() - cut_at >= OUTAGE_SECONDS, within=OUTAGE_SECONDS + 5, what="the outage's end"
             )
-            prober.phase = "back"
+            await prober.phase_next("back")
             database_proxy.restore()
             restored_at = time.monotonic()
             await condition_wait_async(lambda: all_normal(http, prober), within=30, what="normal answers", interval=0.1)
@@ -239,3 +246,41 @@ async def test_database_away_keeps_streams_liveness_and_known_routes_and_loses_n
     assert len(away_lines) == 1, away_lines
     assert len(back_lines) == 1, back_lines
     assert (verdict.lost, verdict.duplicated, verdict.out_of_order) == (0, 0, 0)
+
+
+async def test_a_gateway_started_with_the_database_away_says_so_once_serves_liveness_and_recovers(
+    gateway_factory: Callable[..., Gateway], kafka: Any, fault_paths: Any, database_proxy: TcpProxy
+) -> None:
+    from django.db import connection
+
+    topic = kafka.topic(partitions=PARTITIONS)
+    path = fault_paths(topic, 1)[0][0]
+    database_proxy.cut()
+    proxied = database_url({**connection.settings_dict, "HOST": "127.0.0.1", "PORT": database_proxy.port})
+    gateway = gateway_factory(DATABASE_URL=proxied, SLUICE_ROUTE_CACHE_SECONDS="1")
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=httpx.Timeout(30)) as http:
+        assert (await http.get("/healthz")).status_code == 200
+        ready = await http.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["database"]["status"] == "down"
+        for _ in range(3):  # no route is known yet: not a 404, a 503 to come back after
+            refused = await http.get(path, headers={"accept": "text/event-stream"})
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["error"] == "database_unavailable"
+            assert refused.headers["retry-after"] == "5"
+            await asyncio.sleep(0.4)
+        database_proxy.restore()
+        restored_at = time.monotonic()
+
+        async def served() -> bool:
+            async with http.stream("GET", path, headers={"accept": "text/event-stream"}) as answer:
+                return answer.status_code == 200
+
+        await condition_wait_async(served, within=30, what="the stream served", interval=0.2)
+        recovery = time.monotonic() - restored_at
+        assert (await http.get("/readyz")).status_code == 200
+    assert recovery <= RECOVERY_LIMIT
+    log = "".join(gateway.output)
+    assert "Traceback" not in log, log[-3000:]
+    assert len([line for line in gateway.output if "database unavailable" in line]) == 1, log
+    assert len([line for line in gateway.output if "database back" in line]) == 1, log
