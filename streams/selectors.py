@@ -248,7 +248,10 @@ def route_table_staleness() -> RouteTableStaleness:
 def route_table_invalidate() -> None:
     """Drop the cached route table and topic settings (the configuration changed)."""
     _table.invalidate()
-    _topics.clear()  # a read under way lands in an entry no longer kept
+    # Each entry drops its value and any read under way, and keeps its stand-in for a database outage
+    # (the keys listed first: a look-up reorders the LRU).
+    for name in list(_topics):
+        _topics[name].invalidate()
 
 
 async def topic_settings_async(name: str) -> TopicSettings:

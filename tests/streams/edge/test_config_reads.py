@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from django.db import OperationalError
 
 from common.database import DatabaseWatch
 from streams.core.errors import DatabaseNotAvailable
-from streams.selectors import Refreshed
+from streams.selectors import Refreshed, route_table_invalidate, topic_settings_async
 from tests.support.polling import condition_wait_async
 
 
@@ -183,3 +184,21 @@ def test_an_outage_is_logged_once_when_it_goes_and_once_when_it_is_back(caplog: 
     assert "more" not in lines[0]
     assert lines[1].startswith("database back after ")
     assert not any(record.exc_info for record in caplog.records)
+
+
+async def test_topic_settings_read_before_an_outage_outlive_a_reload_during_it(
+    cache_seconds: Any, watch: DatabaseWatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache_seconds(60)
+    source = FlakySource()
+
+    async def read(name: str) -> int:
+        return await source.load()
+
+    monkeypatch.setattr("streams.selectors._topic_settings_read", read)
+    name = f"orders-{uuid.uuid4().hex}"  # an entry of this test's own in the process-wide cache
+    assert await topic_settings_async(name) == 1
+    source.away = True
+    route_table_invalidate()  # a reload asked for while the database is away (the channel layer came back)
+    assert await topic_settings_async(name) == 1
+    assert watch.away
