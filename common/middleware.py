@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
+from django.utils.deprecation import MiddlewareMixin
+
+from common.database import DATABASE_AWAY, database_unavailable_response, database_watch
 
 
 class SecureCookiesOverTLS:
@@ -23,3 +26,17 @@ class SecureCookiesOverTLS:
             for morsel in response.cookies.values():
                 morsel["secure"] = True
         return response
+
+
+class DatabaseUnavailableAnswer(MiddlewareMixin):
+    """A view that finds the database away answers 503 with ``Retry-After``, not 500 and a traceback.
+
+    JSON for the API and scripts, a short page for a browser in the admin. The
+    outage is logged once (:data:`~common.database.database_watch`), not per request.
+    """
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, DATABASE_AWAY):
+            return None
+        database_watch.failed(exception)
+        return database_unavailable_response(request)

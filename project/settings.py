@@ -64,6 +64,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "common.middleware.SecureCookiesOverTLS",
+    # A view that finds the database away answers 503 with Retry-After (docs/reliability.md, "The database away").
+    "common.middleware.DatabaseUnavailableAnswer",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -101,6 +103,10 @@ ASGI_APPLICATION = "project.asgi.application"
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
 }
+# A database that does not answer fails a request in seconds, not after the system's TCP timeout
+# (minutes): what was read before is served meanwhile. `?connect_timeout=N` in DATABASE_URL overrides it.
+if "postgresql" in DATABASES["default"]["ENGINE"]:
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 3)
 # pytest-django creates its test database from TEST; a file (not memory) lets the
 # gateway subprocess started by the tests share it.
 _test_db = env("SLUICE_TEST_DB_NAME", default="")

@@ -5,6 +5,8 @@ from the database at most every ``SLUICE_ROUTE_CACHE_SECONDS`` per worker, one
 read at a time: a storm of reconnecting clients shares one read instead of
 queueing thousands behind the database (see ``Refreshed``). A configuration
 change made in this process, or broadcast by another one, drops both at once.
+While the database is away, the last ones read are served (docs/reliability.md,
+"The database away").
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from typing import Generic, TypeVar
 from cachetools import LRUCache
 from channels.db import database_sync_to_async
 
+from common.database import DATABASE_AWAY, RETRY_AFTER_SECONDS, RETRY_SECONDS, database_watch
 from guards.models import Guard
 from guards.policy import GuardPolicy, PolicyError
 from streams.conf import streams_settings
 from streams.core.clusters import ClusterSpec
+from streams.core.errors import DatabaseNotAvailable
 from streams.core.formats.spec import FormatError, RecordFormats
 from streams.core.patterns import PatternError, pattern_compile
 from streams.core.routes import FilterSpec, RouteSpec, RouteTable
@@ -119,6 +123,10 @@ class Refreshed(Generic[T]):
     rather than starting their own. ``invalidate`` drops the value and any read
     under way (a read that began before a change must not be kept after it).
     With a cache time of 0 every call reads.
+
+    While the database is away (the last read failed), the last value read is
+    served at once and the read is tried again in the background at most every
+    ``RETRY_SECONDS``; with no value read yet, :class:`DatabaseNotAvailable`.
     """
 
     def __init__(self, load: Callable[[], Awaitable[T]]) -> None:
@@ -126,34 +134,82 @@ class Refreshed(Generic[T]):
         self._value: tuple[float, T] | None = None
         self._reading: asyncio.Future[T] | None = None
         self._generation = 0
+        # The last value read and when (kept through invalidation: it stands in while the database is away).
+        self._kept: tuple[float, T] | None = None
+        self._failed_at: float | None = None
+        self.served_stale = 0
 
     async def get(self) -> T:
         seconds = streams_settings.ROUTE_CACHE_SECONDS
         value = self._value
         if value is not None and time.monotonic() - value[0] < seconds:
             return value[1]
+        if self._failed_at is not None:
+            return await self._while_away(self._failed_at)
         if seconds <= 0:
-            return await self._load()
+            return await self._read(self._generation)
+        return await asyncio.shield(self._reading_start())
+
+    @property
+    def unknown(self) -> bool:
+        """Never read, and the last read failed."""
+        return self._kept is None and self._failed_at is not None
+
+    def stale_seconds(self) -> float:
+        """How old the value served in place of a fresh read is (0 while the database answers)."""
+        if self._failed_at is None or self._kept is None:
+            return 0.0
+        return time.monotonic() - self._kept[0]
+
+    def _reading_start(self) -> asyncio.Future[T]:
         reading = self._reading
         if reading is None or reading.get_loop() is not asyncio.get_running_loop():
             reading = self._reading = asyncio.ensure_future(self._read(self._generation))
-        return await asyncio.shield(reading)
+        return reading
+
+    async def _while_away(self, failed_at: float) -> T:
+        due = time.monotonic() - failed_at >= RETRY_SECONDS
+        kept = self._kept
+        if kept is None:
+            if not due:
+                raise _not_available()
+            return await asyncio.shield(self._reading_start())
+        if due:
+            self._reading_start()  # in the background: no request waits for a database that may hang
+        self.served_stale += 1
+        return kept[1]
 
     async def _read(self, generation: int) -> T:
         started = time.monotonic()
         try:
             value = await self._load()
+        except DATABASE_AWAY as exc:
+            self._failed_at = time.monotonic()
+            database_watch.failed(exc)
+            if self._kept is None:
+                raise _not_available() from exc
+            self.served_stale += 1
+            return self._kept[1]
         finally:
             if self._generation == generation:
                 self._reading = None
+        self._failed_at = None
+        database_watch.answered()
         if self._generation == generation:
-            self._value = (started, value)
+            self._value = self._kept = (started, value)
         return value
 
     def invalidate(self) -> None:
         self._generation += 1
         self._value = None
         self._reading = None
+
+
+def _not_available() -> DatabaseNotAvailable:
+    return DatabaseNotAvailable(
+        "the database does not answer and no configuration was read before it went away",
+        headers=[(b"retry-after", str(RETRY_AFTER_SECONDS).encode())],
+    )
 
 
 _table: Refreshed[RouteTable] = Refreshed(database_sync_to_async(route_table_build))
@@ -168,14 +224,34 @@ async def route_table_reload() -> RouteTable:
 
 
 async def route_table() -> RouteTable:
-    """The route table, rebuilt at most every ``ROUTE_CACHE_SECONDS``."""
+    """The route table, rebuilt at most every ``ROUTE_CACHE_SECONDS`` (the last one read while the database is away)."""
     return await _table.get()
+
+
+@dataclass(frozen=True, slots=True)
+class RouteTableStaleness:
+    """What ``/metrics`` shows of the route table served while the database is away."""
+
+    seconds: float  # how old the table served is; 0 while the database answers
+    served: int  # requests served from a table read before the database went away, since the start
+
+
+def route_table_unknown() -> bool:
+    """True while no route table could be read yet (the database was away from the start)."""
+    return _table.unknown
+
+
+def route_table_staleness() -> RouteTableStaleness:
+    return RouteTableStaleness(_table.stale_seconds(), _table.served_stale)
 
 
 def route_table_invalidate() -> None:
     """Drop the cached route table and topic settings (the configuration changed)."""
     _table.invalidate()
-    _topics.clear()  # a read under way lands in an entry no longer kept
+    # Each entry drops its value and any read under way, and keeps its stand-in for a database outage
+    # (the keys listed first: a look-up reorders the LRU).
+    for name in list(_topics):
+        _topics[name].invalidate()
 
 
 async def topic_settings_async(name: str) -> TopicSettings:

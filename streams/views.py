@@ -7,6 +7,7 @@ from django.shortcuts import render
 from django.views.defaults import bad_request as bad_request_page
 from django.views.defaults import page_not_found
 
+from common.database import database_unavailable_response, quietly
 from guards.conf import guards_settings
 from streams.config.asyncapi import asyncapi_document
 from streams.edge.runtime import scope_runtime
@@ -14,7 +15,7 @@ from streams.models import Route
 from streams.ops.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from streams.ops.metrics import metrics_text
 from streams.ops.readiness import readiness
-from streams.selectors import route_listing
+from streams.selectors import route_listing, route_table_unknown
 
 
 def index(request: HttpRequest) -> HttpResponse:
@@ -51,10 +52,14 @@ async def readyz(request: HttpRequest) -> JsonResponse:
     if runtime is None:
         return JsonResponse({"status": "unavailable", "detail": "not served by the stream router"}, status=503)
     answer = await readiness(runtime)
-    return JsonResponse(answer, status=200 if answer["status"] == "ok" else 503)
+    if answer["status"] == "ok":
+        return JsonResponse(answer)
+    # An answer, not an error of this request: probes ask every few seconds, the cause is logged once.
+    return quietly(JsonResponse(answer, status=503))
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness: this process serves (never asks the database or anyone else: a database outage restarts nothing)."""
     runtime = scope_runtime(getattr(request, "scope", None))
     registry = runtime.hubs_if_started() if runtime is not None else None
     hubs = registry.hubs if registry is not None else {}
@@ -95,7 +100,13 @@ def favicon(request: HttpRequest) -> HttpResponse:
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """404: a JSON body unless the client asked for a page (a browser navigating)."""
+    """404: a JSON body unless the client asked for a page (a browser navigating).
+
+    While no route table could be read (started with the database away), no route is
+    known to be missing: 503 with ``Retry-After`` instead.
+    """
+    if route_table_unknown():
+        return database_unavailable_response(request)
     if "text/html" in request.headers.get("accept", ""):
         return page_not_found(request, exception or Exception())
     return JsonResponse(

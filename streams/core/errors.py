@@ -176,3 +176,10 @@ class TooManyStreams(StreamError):
 
     status = 429
     code = "too_many_streams"
+
+
+class DatabaseNotAvailable(StreamError):
+    """The database does not answer and nothing read before it can stand in (a gateway started while it is away)."""
+
+    status = 503
+    code = "database_unavailable"

@@ -12,9 +12,12 @@ from collections.abc import Awaitable, Callable
 
 from streams.clusters import worker_default_cluster
 from streams.core.asgi import Receive, Scope, Send
+from streams.core.errors import DatabaseNotAvailable
+from streams.core.routes import RouteSpec
 from streams.edge.lifecycle import stream_request
 from streams.edge.runtime import RUNTIME_KEY, WorkerRuntime
 from streams.edge.streaming.routeset import MUX_PATH, RouteSet
+from streams.models import reserved_endpoints
 from streams.selectors import route_table
 
 
@@ -24,6 +27,7 @@ class StreamRouter:
     def __init__(self, fallback: Callable[..., Awaitable[None]], runtime: WorkerRuntime) -> None:
         self.fallback = fallback
         self.runtime = runtime
+        self.reserved = reserved_endpoints()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -32,7 +36,7 @@ class StreamRouter:
             if path == MUX_PATH:
                 await stream_request(self.runtime, scope, receive, send, None)
                 return
-            found = (await route_table()).match(path)
+            found = await self._route(path)
             if found is not None:
                 await stream_request(self.runtime, scope, receive, send, RouteSet.one(*found))
                 return
@@ -46,3 +50,12 @@ class StreamRouter:
                 worker_default_cluster.reset(cluster)
             return
         await self.fallback(scope, receive, send)
+
+    async def _route(self, path: str) -> tuple[RouteSpec, dict[str, str]] | None:
+        """The route serving ``path``, if one does; Sluice's own endpoints never wait for the route table."""
+        if self.reserved.endpoint(path) is not None:
+            return None  # /healthz answers while the database is away or slow
+        try:
+            return (await route_table()).match(path)
+        except DatabaseNotAvailable:
+            return None  # no table read yet: Django's 404 answers 503 for it

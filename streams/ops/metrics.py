@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, disable_created_metrics, genera
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from common.database import database_watch
 from streams.edge.http.counters import stream_metrics
 from streams.edge.runtime import WorkerRuntime
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from streams.fanout.hub import TopicHub
 from streams.fanout.hubs import Hubs
 from streams.proxy.upstream import Upstreams
+from streams.selectors import route_table_staleness
 
 # The text format only: `*_created` samples would double every counter for no use here.
 disable_created_metrics()
@@ -182,6 +184,24 @@ class WorkerMetrics(Collector):
         yield from stream_metrics.collect()
         yield from HubCollector(runtime.hubs_if_started if runtime is not None else _none).collect()
         yield from ProxyCollector(runtime.upstreams_if_started if runtime is not None else _none).collect()
+        yield from _database()
+
+
+def _database() -> Iterator[Metric]:
+    """Whether the database answers, and the route table served meanwhile (docs/reliability.md)."""
+    available = GaugeMetricFamily("sluice_database_available", "1 while the database answers, 0 while it is away.")
+    available.add_metric([], 0 if database_watch.away else 1)
+    staleness = route_table_staleness()
+    stale = GaugeMetricFamily(
+        "sluice_route_table_stale_seconds",
+        "Age of the route table served while the database is away (0 while it answers).",
+    )
+    stale.add_metric([], staleness.seconds)
+    served = CounterMetricFamily(
+        "sluice_route_table_stale_served", "Requests routed by a table read before the database went away."
+    )
+    served.add_metric([], staleness.served)
+    yield from (available, stale, served)
 
 
 def _none() -> None:

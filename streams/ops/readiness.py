@@ -18,6 +18,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import connection
 
+from common.database import DATABASE_AWAY, database_watch
 from streams.clusters import cluster_access, clusters_configured
 from streams.core.clusters import DEFAULT_CLUSTER, ClusterError, ClusterSpec
 from streams.edge.runtime import WorkerRuntime
@@ -32,9 +33,8 @@ async def readiness(runtime: WorkerRuntime) -> dict[str, Any]:
     last = runtime.readiness_answer
     if last is not None and time.monotonic() - last[0] < REUSE_SECONDS:
         return last[1]
-    default = runtime.default_cluster
-    clusters = await database_sync_to_async(clusters_configured)(default) if await _database_ok() else []
-    checks: dict[str, Any] = {"database": {"status": "ok"} if clusters else {"status": "down"}}
+    database, clusters = await _database(runtime.default_cluster)
+    checks: dict[str, Any] = {"database": database}
     checks["channel_layer"] = await _channel_layer()
     for cluster, state in zip(clusters, await asyncio.gather(*(_cluster(runtime, c) for c in clusters)), strict=True):
         checks[f"kafka:{cluster.name}"] = state
@@ -44,16 +44,23 @@ async def readiness(runtime: WorkerRuntime) -> dict[str, Any]:
     return answer
 
 
-async def _database_ok() -> bool:
-    def ask() -> None:
+async def _database(default: ClusterSpec) -> tuple[dict[str, Any], list[ClusterSpec]]:
+    """The database's check and the clusters it configures (while it is away, the default cluster alone)."""
+
+    def ask() -> list[ClusterSpec]:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
+        return clusters_configured(default)
 
     try:
-        await asyncio.wait_for(database_sync_to_async(ask)(), PROBE_SECONDS)
-    except Exception:
-        return False
-    return True
+        clusters = await asyncio.wait_for(database_sync_to_async(ask)(), PROBE_SECONDS)
+    except Exception as exc:
+        if isinstance(exc, DATABASE_AWAY):
+            database_watch.failed(exc)  # logged once per outage, not per probe
+        detail = f"{type(exc).__name__}: {exc}".strip() if str(exc) else f"no answer within {PROBE_SECONDS:.0f} s"
+        return {"status": "down", "detail": detail.splitlines()[0][:300]}, [default]
+    database_watch.answered()
+    return {"status": "ok"}, clusters
 
 
 async def _channel_layer() -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from common.database import database_reachable
 from streams.conf import streams_settings
 from streams.server.workers import channel_layer_shared, workers_default
 
@@ -87,6 +88,8 @@ class Command(BaseCommand):
             raise CommandError("--workers above 1 serves plain HTTP only; terminate TLS in front, or use one worker")
         if options["listen_fd"] is None:
             self.listen_ensure(options["host"], options["port"])  # before the broker and the demo start
+        if workers == 1:
+            database_reachable()  # away: one line says so; requests and probes retry it (docs/reliability.md)
         with self.kafka(options["kafka_bootstrap"]) as bootstrap:
             running = self.before_serving(bootstrap, options)
             try:
