@@ -183,10 +183,19 @@ def global_statements(structure: Structure) -> list[str]:
     ]
 
 
+def source_files(root: Path, folder: str) -> list[Path]:
+    """``folder``'s own Python files: not those of a hidden folder in it (a virtualenv a benchmark made)."""
+    return [
+        path
+        for path in sorted((root / folder).rglob("*.py"))
+        if not any(part.startswith(".") for part in path.relative_to(root / folder).parts)
+    ]
+
+
 def private_imports(root: Path, folder: str, packages: tuple[str, ...] = PACKAGES) -> list[str]:
     """Names beginning with an underscore that ``folder``'s modules import from the production packages."""
     found = []
-    for path in sorted((root / folder).rglob("*.py")):
+    for path in source_files(root, folder):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
                 continue
@@ -205,7 +214,7 @@ def private_attributes(root: Path, folder: str) -> list[str]:
     another module's object, but for upper-case names: libraries' constants spelt that way.
     """
     found = []
-    for path in sorted((root / folder).rglob("*.py")):
+    for path in source_files(root, folder):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
                 continue
