@@ -48,7 +48,8 @@ def redis_host(url: str) -> dict[str, Any]:
     }
     if parts.scheme in ("redis", "rediss", "unix"):
         # redis-py reads the rest (TLS, db, password, its own query options) from the URL; its options win.
-        return {"address": url, "socket_keepalive": True, **timeouts}
+        keepalive = {} if parts.scheme == "unix" else {"socket_keepalive": True}
+        return {"address": url, **keepalive, **timeouts}
     if parts.scheme not in SENTINEL_SCHEMES:
         raise ImproperlyConfigured(
             f"REDIS_URL: unknown scheme {parts.scheme!r} (redis://, rediss://, unix://, redis+sentinel://, "

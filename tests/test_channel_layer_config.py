@@ -59,3 +59,11 @@ def test_rediss_sentinel_urls_make_tls_connections_to_the_master() -> None:
 def test_unusable_urls_are_refused(url: str) -> None:
     with pytest.raises(ImproperlyConfigured):
         redis_host(url)
+
+
+def test_unix_socket_urls() -> None:
+    pool = create_pool(redis_host("unix:///run/redis.sock?db=1"))
+    assert pool.connection_class.__name__ == "UnixDomainSocketConnection"
+    assert pool.connection_kwargs["path"] == "/run/redis.sock"
+    assert pool.connection_kwargs["socket_timeout"] > BLOCKING_RECEIVE_SECONDS
+    pool.make_connection()

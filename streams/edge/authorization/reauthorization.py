@@ -154,15 +154,15 @@ class ReauthorizationBus:
             task.add_done_callback(self._pending.discard)
 
     async def stream_reauthorize(self, *, guard: str, identity: str, roles: Iterable[str], expires: float) -> int:
-        """Extend this process's streams at once, then every other process's; the local count.
+        """Extend the streams of every process, this one's last; the local count.
 
         Returns once the extension is known to have reached every listener: the layer took
         it and has not forgotten any group membership since, nor just before (see
-        :meth:`Subscription.confirm`). Raises :class:`NotPublished` otherwise: streams in
-        other processes might end at their old deadline, so the client must try again.
+        :meth:`Subscription.confirm`). Raises :class:`NotPublished` otherwise, and leaves
+        this process's streams at their deadline: the client must try again, and until it
+        succeeds no stream counts on the new token.
         """
         granted = sorted(roles)
-        extended = self.registry.extend(guard=guard, identity=identity, roles=granted, expires=expires)
         if self.layer is not None:
             message = {"type": MESSAGE_TYPE, "guard": guard, "identity": identity, "roles": granted, "expires": expires}
             try:
@@ -174,7 +174,7 @@ class ReauthorizationBus:
             except Exception as exc:
                 logger.exception("re-authorization of guard=%s identity=%s not published", guard, identity)
                 raise NotPublished(str(exc)) from exc
-        return extended
+        return self.registry.extend(guard=guard, identity=identity, roles=granted, expires=expires)
 
     async def _membership_sync(self, key: StreamKey) -> None:
         if self.layer is None:

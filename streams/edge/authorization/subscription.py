@@ -71,7 +71,8 @@ class Subscription:
         self._sent = 0  # heartbeats sent, and the highest one received back
         self._received = 0
         self._heard_at = 0.0  # monotonic time of the last heartbeat back
-        self._lost_at: float | None = None  # when a loss was last noticed (None: never)
+        self._lost = False  # a loss was noticed since the first join
+        self._rejoined_at: float | None = None  # when the groups were last joined again after a loss
         self._beat = asyncio.Event()
 
     def handle(self, message_type: str, handler: Callable[[dict[str, Any]], None]) -> None:
@@ -142,7 +143,7 @@ class Subscription:
             return
         await self.start()
         await self._heartbeat_wait(self._sent + 1, CONFIRM_SECONDS)
-        if self._lost_at is not None and time.monotonic() - self._lost_at < SETTLE_SECONDS:
+        if self._rejoined_at is not None and time.monotonic() - self._rejoined_at < SETTLE_SECONDS:
             raise NotConfirmed("the channel layer lost its group memberships moments ago")
 
     def stop(self) -> None:
@@ -212,7 +213,7 @@ class Subscription:
         assert self.layer is not None
         assert self._channel is not None
         layer, channel = self.layer, self._channel
-        first = self._lost_at is None and self._received == 0
+        first = not self._lost
         async with self._lock:  # no join or leave in between: each sees the memberships made or not made
             groups = [self._own, *self.groups]
             for start in range(0, len(groups), JOIN_BATCH):
@@ -224,6 +225,7 @@ class Subscription:
             self._failing = False
         if first:
             return
+        self._rejoined_at = time.monotonic()  # other instances join again within SETTLE_SECONDS of this
         for callback in self._rejoined:
             try:
                 callback()
@@ -233,7 +235,7 @@ class Subscription:
     def _trouble(self, exc: BaseException | None) -> None:
         """The layer failed or forgot us: join again at the next beat; one warning per outage."""
         if not self._stale:
-            self._lost_at = time.monotonic()
+            self._lost = True
         self._stale = True
         self._beat.set()  # a waiting confirmation fails at once
         if not self._failing:
