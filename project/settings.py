@@ -16,6 +16,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from common.origins import origins_parse, origins_problem
+from project.channel_layer import channel_layers
 from streams.core.clusters import environment_properties
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -113,16 +114,8 @@ _test_db = env("SLUICE_TEST_DB_NAME", default="")
 if _test_db:
     DATABASES["default"]["TEST"] = {"NAME": _test_db}
 
-_redis_url = env("REDIS_URL", default="")
-if _redis_url:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [_redis_url]},
-        }
-    }
-else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# redis://, rediss:// (TLS) or redis+sentinel:// (see project/channel_layer.py and docs/operations.md).
+CHANNEL_LAYERS = channel_layers(env("REDIS_URL", default=""))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

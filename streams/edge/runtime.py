@@ -17,6 +17,7 @@ from streams.conf import streams_settings
 from streams.core.clusters import ClusterSpec
 from streams.edge.authorization.reauthorization import Deadlines, ReauthorizationBus
 from streams.edge.authorization.reconfiguration import ConfigBus, OpenStreams
+from streams.edge.authorization.subscription import Subscription
 from streams.edge.http.limits import AddressSlots
 from streams.edge.http.refused_origins import RefusedOrigins
 from streams.fanout.hubs import Hubs
@@ -45,6 +46,7 @@ class WorkerRuntime:
         self.readiness_answer: tuple[float, dict[str, Any]] | None = None
         self._hubs: Hubs | None = None
         self._upstreams: Upstreams | None = None
+        self._subscription: Subscription | None = None
         self._reauthorization: ReauthorizationBus | None = None
         self._config: ConfigBus | None = None
 
@@ -80,16 +82,30 @@ class WorkerRuntime:
     def upstreams_if_started(self) -> Upstreams | None:
         return self._upstreams
 
+    def subscription(self) -> Subscription:
+        """This worker's channel on the channel layer, shared by both buses, joined again after a loss."""
+        if self._subscription is None:
+            self._subscription = Subscription(get_channel_layer())
+        return self._subscription
+
+    def subscription_if_started(self) -> Subscription | None:
+        """The subscription, once a bus started it (``/readyz`` reports whether it is live)."""
+        if self._subscription is None or not self._subscription.started:
+            return None
+        return self._subscription
+
     def reauthorization(self) -> ReauthorizationBus:
         """The open guarded streams and the link to the other workers, over the channel layer (SPEC 4.3)."""
         if self._reauthorization is None:
-            self._reauthorization = ReauthorizationBus(Deadlines(), get_channel_layer())
+            subscription = self.subscription()
+            self._reauthorization = ReauthorizationBus(Deadlines(), subscription.layer, subscription)
         return self._reauthorization
 
     def config(self) -> ConfigBus:
         """The open streams and the configuration listener (started by the first request)."""
         if self._config is None:
-            self._config = ConfigBus(OpenStreams(), get_channel_layer(), route_table_reload)
+            subscription = self.subscription()
+            self._config = ConfigBus(OpenStreams(), subscription.layer, route_table_reload, subscription)
         return self._config
 
     def open_streams(self) -> OpenStreams:
@@ -107,6 +123,9 @@ class WorkerRuntime:
         if self._config is not None:
             self._config.stop()
             self._config = None
+        if self._subscription is not None:
+            self._subscription.stop()
+            self._subscription = None
 
 
 # The ASGI scope key of the worker's runtime in requests the stream router passes on to Django.

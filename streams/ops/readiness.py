@@ -1,7 +1,8 @@
 """``/readyz``: whether this worker can serve streams now, dependency by dependency.
 
 Each configured Kafka cluster (the environment's and every ``Cluster`` row), the
-database and the channel layer are asked with a short timeout; a cluster that does
+database and the channel layer are asked with a short timeout (the channel layer: whether
+this worker's subscriptions are live, see ``streams.edge.authorization.subscription``); a cluster that does
 not answer says why (``tls``, ``authentication``, ``unreachable``). Answers are
 reused for a second, so a busy probe costs the dependencies little. ``/healthz``
 stays the liveness check: it never asks anyone else. What it keeps between probes
@@ -35,7 +36,7 @@ async def readiness(runtime: WorkerRuntime) -> dict[str, Any]:
         return last[1]
     database, clusters = await _database(runtime.default_cluster)
     checks: dict[str, Any] = {"database": database}
-    checks["channel_layer"] = await _channel_layer()
+    checks["channel_layer"] = await _channel_layer(runtime)
     for cluster, state in zip(clusters, await asyncio.gather(*(_cluster(runtime, c) for c in clusters)), strict=True):
         checks[f"kafka:{cluster.name}"] = state
     ready = all(check["status"] == "ok" for check in checks.values())
@@ -63,8 +64,15 @@ async def _database(default: ClusterSpec) -> tuple[dict[str, Any], list[ClusterS
     return {"status": "ok"}, clusters
 
 
-async def _channel_layer() -> dict[str, Any]:
-    """A message sent to ourselves and received back (with Redis, a round trip through it)."""
+async def _channel_layer(runtime: WorkerRuntime) -> dict[str, Any]:
+    """Whether this worker's subscriptions are live: its heartbeat came back through its groups lately.
+
+    Before any request started them, a message sent to ourselves and received back.
+    """
+    subscription = runtime.subscription_if_started()
+    if subscription is not None:
+        live, why = subscription.live()
+        return {"status": "ok"} if live else {"status": "down", "detail": f"subscriptions not live: {why}"}
     layer = get_channel_layer()
     if layer is None:
         return {"status": "ok", "detail": "no channel layer configured"}

@@ -4,7 +4,8 @@ Plain Python, no Django. Each open guarded stream has a :class:`StreamDeadline`
 (one challenge timer, one deadline timer) registered in this process's
 :class:`Deadlines` under its guard and identity. A valid challenge
 response moves every matching deadline; :class:`ReauthorizationBus` carries it
-to the other worker processes and gateway instances over a channel layer.
+to the other worker processes and gateway instances over a channel layer
+(through a :class:`~streams.edge.authorization.subscription.Subscription`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from streams.core.sse import event_body
+from streams.edge.authorization.subscription import ChannelLayer, NotConfirmed, Subscription
 from streams.fanout.cutoffs import Cutoff, loop_cutoffs
 
 logger = logging.getLogger("sluice.streams")
@@ -119,32 +121,24 @@ def group_name(key: StreamKey) -> str:
     return f"sluice.reauthorize.{digest}"
 
 
-class ChannelLayer(Protocol):
-    async def new_channel(self, prefix: str = ...) -> str: ...
-
-    async def receive(self, channel: str) -> dict[str, Any]: ...
-
-    async def group_add(self, group: str, channel: str) -> None: ...
-
-    async def group_discard(self, group: str, channel: str) -> None: ...
-
-    async def group_send(self, group: str, message: dict[str, Any]) -> None: ...
-
-
 class ReauthorizationBus:
-    """Extensions for every process: one listener per process, in the groups of the keys it holds open.
+    """Extensions for every process: one subscription per process, in the groups of the keys it holds open.
 
     Group membership follows the registry lazily: each change re-reads whether the
     key is still open under one lock, so joins and leaves cannot overtake each other.
+    The subscription joins the groups again whenever the layer forgot them.
     """
 
-    def __init__(self, registry: Deadlines, layer: ChannelLayer | None) -> None:
+    def __init__(
+        self, registry: Deadlines, layer: ChannelLayer | None, subscription: Subscription | None = None
+    ) -> None:
         self.registry = registry
         self.layer = layer
+        self._owned = subscription is None
+        self.subscription = Subscription(layer) if subscription is None else subscription
+        self.subscription.handle(MESSAGE_TYPE, self._heard)
         self._lock = asyncio.Lock()
-        self._channel: str | None = None
         self._joined: set[StreamKey] = set()
-        self._listener: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
 
     async def stream_open(self, deadline: StreamDeadline) -> None:
@@ -160,66 +154,55 @@ class ReauthorizationBus:
             task.add_done_callback(self._pending.discard)
 
     async def stream_reauthorize(self, *, guard: str, identity: str, roles: Iterable[str], expires: float) -> int:
-        """Extend this process's streams at once, then tell every other process; the local count.
+        """Extend the streams of every process, this one's last; the local count.
 
-        Raises :class:`NotPublished` when the channel layer refuses the message: streams in
-        other processes would then end at their old deadline, so the client must try again.
+        Returns once the extension is known to have reached every listener: the layer took
+        it and has not forgotten any group membership since, nor just before (see
+        :meth:`Subscription.confirm`). Raises :class:`NotPublished` otherwise, and leaves
+        this process's streams at their deadline: the client must try again, and until it
+        succeeds no stream counts on the new token.
         """
         granted = sorted(roles)
-        extended = self.registry.extend(guard=guard, identity=identity, roles=granted, expires=expires)
         if self.layer is not None:
             message = {"type": MESSAGE_TYPE, "guard": guard, "identity": identity, "roles": granted, "expires": expires}
             try:
                 await self.layer.group_send(group_name((guard, identity)), message)
+                await self.subscription.confirm()
+            except NotConfirmed as exc:
+                logger.warning("re-authorization of guard=%s identity=%s not confirmed: %s", guard, identity, exc)
+                raise NotPublished(str(exc)) from exc
             except Exception as exc:
                 logger.exception("re-authorization of guard=%s identity=%s not published", guard, identity)
                 raise NotPublished(str(exc)) from exc
-        return extended
+        return self.registry.extend(guard=guard, identity=identity, roles=granted, expires=expires)
 
     async def _membership_sync(self, key: StreamKey) -> None:
         if self.layer is None:
             return
         async with self._lock:
             try:
-                if self._channel is None:
-                    self._channel = await self.layer.new_channel()
-                    self._listener = asyncio.ensure_future(self._listen(self._channel))
+                await self.subscription.start()
                 wanted = key in self.registry
                 if wanted and key not in self._joined:
-                    await self.layer.group_add(group_name(key), self._channel)
+                    await self.subscription.join(group_name(key))
                     self._joined.add(key)
                 elif not wanted and key in self._joined:
                     self._joined.discard(key)
-                    await self.layer.group_discard(group_name(key), self._channel)
+                    await self.subscription.leave(group_name(key))
             except Exception:
                 logger.exception("channel layer group change for guard=%s failed", key[0])
 
-    async def _listen(self, channel: str) -> None:
-        assert self.layer is not None
-        while True:
-            try:
-                message = await self.layer.receive(channel)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the layer (Redis) away or slow: streams keep their deadlines meanwhile
-                logger.warning(
-                    "re-authorization listener: channel layer receive failed (%s: %s)", type(exc).__name__, exc
-                )
-                await asyncio.sleep(1.0)
-                continue
-            if message.get("type") != MESSAGE_TYPE:
-                continue
-            self.registry.extend(
-                guard=str(message["guard"]),
-                identity=str(message["identity"]),
-                roles=[str(role) for role in message["roles"]],
-                expires=float(message["expires"]),
-            )
+    def _heard(self, message: dict[str, Any]) -> None:
+        self.registry.extend(
+            guard=str(message["guard"]),
+            identity=str(message["identity"]),
+            roles=[str(role) for role in message["roles"]],
+            expires=float(message["expires"]),
+        )
 
     def stop(self) -> None:
-        """Stop listening and drop pending group changes (the process is going away)."""
-        if self._listener is not None:
-            self._listener.cancel()
-            self._listener = None
+        """Stop listening (a subscription of its own) and drop pending group changes (the process is going away)."""
+        if self._owned:
+            self.subscription.stop()
         for task in list(self._pending):
             task.cancel()

@@ -20,7 +20,7 @@ from streams.core.closing import CloseReason
 from streams.core.errors import StreamError
 from streams.core.routes import RouteSpec, RouteTable
 from streams.edge.authorization.admission import stream_admit
-from streams.edge.authorization.reauthorization import ChannelLayer
+from streams.edge.authorization.subscription import ChannelLayer, Subscription
 
 logger = logging.getLogger("sluice.config")
 
@@ -95,29 +95,37 @@ class OpenStreams:
 
 
 class ConfigBus:
-    """One listener per process in the configuration group; each message reloads and reconciles."""
+    """This process in the configuration group; each message reloads and reconciles.
+
+    So does joining the group again after the channel layer forgot it (a restart, a
+    failover): a change may have passed while this process was not in the group.
+    """
 
     def __init__(
-        self, streams: OpenStreams, layer: ChannelLayer | None, reload: Callable[[], Awaitable[RouteTable]]
+        self,
+        streams: OpenStreams,
+        layer: ChannelLayer | None,
+        reload: Callable[[], Awaitable[RouteTable]],
+        subscription: Subscription | None = None,
     ) -> None:
         self.streams = streams
         self.layer = layer
         self.reload = reload
-        self._listener: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
+        self._owned = subscription is None
+        self.subscription = Subscription(layer) if subscription is None else subscription
+        self.subscription.handle(MESSAGE_TYPE, lambda message: self._reload_request())
+        self.subscription.on_rejoined(self._reload_request)
+        self._started = False
         self._reloading: asyncio.Task[None] | None = None
         self._again = False
 
     async def start(self) -> None:
         """Join the group once; later calls return at once."""
-        if self._listener is not None or self.layer is None:
+        if self._started or self.layer is None:
             return
-        async with self._lock:
-            if self._listener is not None:
-                return
-            channel = await self.layer.new_channel()
-            await self.layer.group_add(CONFIG_GROUP, channel)
-            self._listener = asyncio.ensure_future(self._listen(channel))
+        self._started = True
+        await self.subscription.join(CONFIG_GROUP)
+        await self.subscription.start()
 
     async def changed(self) -> int:
         """Reload the route table and reconcile the open streams; how many were ended."""
@@ -126,21 +134,6 @@ class ConfigBus:
         if ended:
             logger.info("configuration changed: %d open stream(s) ended", ended)
         return ended
-
-    async def _listen(self, channel: str) -> None:
-        assert self.layer is not None
-        while True:
-            try:
-                message = await self.layer.receive(channel)
-                if message.get("type") == MESSAGE_TYPE:
-                    self._reload_request()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                # The layer (Redis) away or slow: a change may have passed meanwhile, so reload once it answers.
-                logger.warning("configuration listener: channel layer receive failed (%s: %s)", type(exc).__name__, exc)
-                await asyncio.sleep(1.0)
-                self._reload_request()
 
     def _reload_request(self) -> None:
         """Coalesce a burst (one save of a route and its filters is several messages) into few reloads."""
@@ -162,6 +155,5 @@ class ConfigBus:
     def stop(self) -> None:
         if self._reloading is not None:
             self._reloading.cancel()
-        if self._listener is not None:
-            self._listener.cancel()
-            self._listener = None
+        if self._owned:
+            self.subscription.stop()

@@ -8,6 +8,7 @@
 
 const DEFAULT_RETRY_MS = 2000;
 const CHALLENGE_TYPE = "application/x-challenge-response";
+const CHALLENGE_ATTEMPTS = 10; // a 503 with retry-after (the answer has not reached every server yet) is sent again
 
 // -- the event stream format (pure) ----------------------------------------------------
 
@@ -359,7 +360,13 @@ export class SluiceStream extends EventTarget {
       const token = await this._freshToken();
       const headers = { "content-type": CHALLENGE_TYPE, ...(asked.headers || {}) };
       const url = this._withToken(this.url, headers, token);
-      const response = await this._fetch(url, { method: asked.method || "POST", headers, cache: "no-store" });
+      let response = await this._fetch(url, { method: asked.method || "POST", headers, cache: "no-store" });
+      for (let attempt = 1; attempt < CHALLENGE_ATTEMPTS && response.status === 503; attempt++) {
+        const wait = Number(response.headers.get("retry-after"));
+        if (!(wait >= 0) || this.state === "closed") break;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 30) * 1000));
+        response = await this._fetch(url, { method: asked.method || "POST", headers, cache: "no-store" });
+      }
       if (response.status !== 204) {
         const body = await response.json().catch(() => ({}));
         throw new Error(body.detail || `the challenge response was refused (${response.status})`);

@@ -163,6 +163,22 @@ test("a challenge is answered with the request it names, at the stream's URL", a
   assert.equal(asked[1].headers.authorization, "Bearer fresh");
 });
 
+test("a challenge answer refused with 503 and retry-after is sent again", async () => {
+  const challenge = 'event: challenge\ndata: {"method":"POST","headers":{"content-type":"application/x-challenge-response"}}\n\n';
+  const busy = new Response(JSON.stringify({ error: "reauthorization_unavailable" }), {
+    status: 503,
+    headers: { "content-type": "application/json", "retry-after": "0" },
+  });
+  const { fetch, asked } = scripted([held(`id: AgA\n\n${challenge}`), busy, new Response(null, { status: 204 })]);
+  const answered = [];
+  const stream = open(["/a"], { fetch, token: async () => "fresh", onChallenge: (c) => answered.push(c.answered) });
+  await until(() => answered.length === 1);
+  stream.close();
+  assert.deepEqual(answered, [true]);
+  assert.equal(asked.length, 3);
+  assert.equal(asked[2].method, "POST");
+});
+
 test("a token that cannot be had after a stream ends closes it and says why", async () => {
   const { fetch } = scripted([sse("retry: 1\nid: 1\ndata: a\n\n")]);
   let calls = 0;
