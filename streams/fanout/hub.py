@@ -257,6 +257,24 @@ class TopicHub:
         sub.sink.abort()
         sub.end(CloseReason.SLOW)
 
+    def log_restart(self, partition: int, offset: int) -> None:
+        """``partition``'s log began anew at ``offset`` (the topic was deleted and created again).
+
+        The hub reads the new log from there: its position, so the next ids, and its cache
+        move there. Live streams go on with the new log's records; streams catching up in
+        the old log end, and resume from their last id, which now lies past the end of a
+        log this hub saw start over: they get the new log from its start (see planning).
+        """
+        state = self.state
+        state.positions[partition] = offset
+        state.progress.move(partition, offset)
+        state.cache.partition_restart(partition, offset)
+        state.restarts[partition] = offset
+        state.counters.log_restarts += 1
+        for sub in list(self.catching_up):
+            self.unsubscribe(sub)
+            sub.end(CloseReason.KAFKA)
+
     def demote(self, sub: Subscriber, positions: dict[int, int]) -> None:
         """A live stream that has not taken what it was sent catches up from ``positions`` at its own pace."""
         self.live.remove(sub)
