@@ -136,6 +136,15 @@ def test_a_watermark_gone_back_is_confirmed_by_a_new_topic_id() -> None:
     assert w.topic_id == "new"
 
 
+def test_a_watermark_gone_back_counts_even_where_the_fetch_already_moved_back() -> None:
+    # Kafka answers out of range, and librdkafka's auto.offset.reset moves the fetch to 0 itself.
+    w = watch(Ids("old", "new"))
+    w.highs_note({0: 20}, {0: 20}, idle=False)
+    w.highs_note({0: 3}, {0: 3}, idle=False)
+    assert w.suspect
+    assert w.recreated() == ("old", "new")
+
+
 def test_a_watermark_gone_back_under_the_same_id_is_not_a_recreation() -> None:
     w = watch(Ids("same"))
     w.highs_note({0: 20}, {0: 20}, idle=False)
