@@ -258,12 +258,9 @@ class TopicHub:
         sub.end(CloseReason.SLOW)
 
     def log_restart(self, partition: int, offset: int) -> None:
-        """``partition``'s log began anew at ``offset`` (the topic was deleted and created again).
+        """``partition``'s log began anew at ``offset`` (topic created again): position, ids and cache move there.
 
-        The hub reads the new log from there: its position, so the next ids, and its cache
-        move there. Live streams go on with the new log's records; streams catching up in
-        the old log end, and resume from their last id, which now lies past the end of a
-        log this hub saw start over: they get the new log from its start (see planning).
+        Streams catching up in the old log end; resuming, they get the new log from its start (see planning).
         """
         state = self.state
         state.positions[partition] = offset

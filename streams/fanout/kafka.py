@@ -317,10 +317,11 @@ class LiveFetcher:
         noted = 0.0
         self._wait.when_records(time.monotonic())  # the quiet clock starts now
         try:
-            self._restarts.learn()
             while not self._stopping.is_set():
                 now = time.monotonic()
                 if now - noted >= _WATERMARKS_SECONDS:
+                    if noted and not self._restarts.learned:
+                        self._restarts.learn()  # after the first fetch: a hub's first stream does not wait for it
                     noted = now
                     self._watermarks_note(consumer)
                     if self._restarts.suspect:

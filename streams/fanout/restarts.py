@@ -62,13 +62,14 @@ class TopicIds:
 class RestartWatch:
     """Whether a topic's log started over, from the signs its fetch reports (fetch thread only)."""
 
-    __slots__ = ("_cleared", "_highs", "_id_lookup", "_ids", "_suspect", "topic", "topic_id")
+    __slots__ = ("_cleared", "_highs", "_id_lookup", "_ids", "_suspect", "learned", "topic", "topic_id")
 
     def __init__(self, topic: str, id_lookup: Callable[[str], str | None]) -> None:
         self.topic = topic
         self._id_lookup = id_lookup
         # The topic's id when the fetch started (None: the cluster gives none).
         self.topic_id: str | None = None
+        self.learned = False
         self._ids = False
         # Suspect partitions, with the (high watermark, position) that made them so.
         self._suspect: dict[int, tuple[int, int]] = {}
@@ -77,7 +78,8 @@ class RestartWatch:
         self._highs: dict[int, int] = {}
 
     def learn(self) -> None:
-        """Note the topic's id (when the fetch starts)."""
+        """Note the topic's id (once the fetch has started; until then nothing is suspect)."""
+        self.learned = True
         self.topic_id = self._id_lookup(self.topic)
         self._ids = self.topic_id is not None
 
