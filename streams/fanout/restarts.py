@@ -5,9 +5,9 @@ position of the old log lies past the new log's end, and the fetch would wait fo
 offsets that may never come. The signs are looked at per fetch error and per
 watermark check (every 0.25 s), never per record:
 
-- a partition's high watermark, as the fetch responses report it, went back below
-  the fetch position (tansu answers a fetch past the new end with no records and no
-  error, and its high watermark says where the new log ends);
+- a partition's high watermark, as the fetch responses report it, went back, or the
+  fetch waits past it while idle (tansu answers a fetch past the new end with no
+  records and no error, and its high watermark says where the new log ends);
 - a fetch error saying the position is out of range (Kafka's answer).
 
 The topic's id (KIP-516) confirms it: a topic created again has a new one, while a
