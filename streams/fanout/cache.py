@@ -93,6 +93,13 @@ class TopicCache:
         self.partitions = {p: PartitionCache(p, o) for p, o in starts.items()}
         self.records = self.bytes = 0
 
+    def partition_restart(self, partition: int, start: int) -> None:
+        """Forget what ``partition`` held (its log began anew): an empty cache starting at ``start``."""
+        old = self.partitions[partition]
+        self.records -= len(old)
+        self.bytes -= old.bytes
+        self.partitions[partition] = PartitionCache(partition, start)
+
     def __getitem__(self, partition: int) -> PartitionCache:
         return self.partitions[partition]
 

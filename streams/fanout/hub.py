@@ -257,6 +257,21 @@ class TopicHub:
         sub.sink.abort()
         sub.end(CloseReason.SLOW)
 
+    def log_restart(self, partition: int, offset: int) -> None:
+        """``partition``'s log began anew at ``offset`` (topic created again): position, ids and cache move there.
+
+        Streams catching up in the old log end; resuming, they get the new log from its start (see planning).
+        """
+        state = self.state
+        state.positions[partition] = offset
+        state.progress.move(partition, offset)
+        state.cache.partition_restart(partition, offset)
+        state.restarts[partition] = offset
+        state.counters.log_restarts += 1
+        for sub in list(self.catching_up):
+            self.unsubscribe(sub)
+            sub.end(CloseReason.KAFKA)
+
     def demote(self, sub: Subscriber, positions: dict[int, int]) -> None:
         """A live stream that has not taken what it was sent catches up from ``positions`` at its own pace."""
         self.live.remove(sub)

@@ -49,7 +49,10 @@ def batch_fan_out(state: HubState, control: HubControl, batch: list[Record | Par
     for item in batch:
         partition = item.partition
         if type(item) is PartitionEnd:
-            if item.offset > nxt[partition]:
+            if item.restarted:
+                fan.log_restarted(partition, item.offset)  # the topic was created anew (rare)
+                tokens = state.progress
+            elif item.offset > nxt[partition]:
                 nxt[partition] = item.offset
                 tokens.move(partition, item.offset)
             continue
@@ -149,6 +152,17 @@ class BatchOut:
         self.out.clear()
         self.last.clear()
         self.flushed = dict(self.state.positions)
+
+    def log_restarted(self, partition: int, offset: int) -> None:
+        """``partition``'s log began anew at ``offset``: write what the old log gave, then move the hub there."""
+        self.shared_send()
+        self.filtered_send()
+        self.shared.clear()
+        self.shared_last.clear()
+        self.out.clear()
+        self.last.clear()
+        self.control.log_restart(partition, offset)
+        self.before = self.flushed = dict(self.state.positions)
 
     def finish(self, records: int, taken: int, topic_rejected: int, undecodable: int) -> None:
         """Evict what the cache holds over its bounds, write every stream its frames, count the batch."""

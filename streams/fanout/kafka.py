@@ -24,6 +24,7 @@ from streams.core.retry import RetriesStopped, RetryPolicy, call_retried
 from streams.fanout.diagnosis import ClusterDiagnosis
 from streams.fanout.kafka_config import consumer_config
 from streams.fanout.pacing import FetchWait, Linger, backlog_wait_ms, fetch_wait_ms
+from streams.fanout.restarts import RestartWatch, TopicIds
 
 logger = logging.getLogger("sluice.kafka")
 
@@ -55,10 +56,15 @@ def message_position(message: Any) -> tuple[int, int]:
 
 @dataclass(frozen=True, slots=True)
 class PartitionEnd:
-    """A fetch reached the end of a partition; ``offset`` is the true next offset."""
+    """A fetch reached the end of a partition; ``offset`` is the true next offset.
+
+    ``restarted``: the partition's log began anew at ``offset`` (the topic was deleted and
+    created again), so what the hub holds of it (position, cache) is of the old log.
+    """
 
     partition: int
     offset: int
+    restarted: bool = False
 
 
 class KafkaAccess:
@@ -91,6 +97,8 @@ class KafkaAccess:
         self.executor = ThreadPoolExecutor(max_workers=2 + backlog_readers, thread_name_prefix="sluice-kafka")
         self._lookup: Consumer | None = None
         self._lookup_lock = threading.Lock()
+        # Topic ids, which tell a topic created again under the same name from the old one.
+        self.topic_ids = TopicIds(self.client, timeout)
         self.backlog_slots = asyncio.Semaphore(backlog_readers)
 
     def _lookup_consumer(self) -> Consumer:
@@ -194,11 +202,15 @@ class KafkaAccess:
             if self._lookup is not None:
                 self._lookup.close()
                 self._lookup = None
+        self.topic_ids.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-# How often the fetch thread copies the high watermarks it has seen (for the lag metric).
+# How often the fetch thread copies the high watermarks it has seen (for the lag metric), and
+# asks again whether a topic whose log went back was created anew.
 _WATERMARKS_SECONDS = 0.25
+# Fetch errors that say the fetch position lies outside the log (it went back: a topic created anew).
+_OUT_OF_RANGE = (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
 
 
 class LiveFetcher:
@@ -218,6 +230,9 @@ class LiveFetcher:
         # Set while the topic's schema registry does not answer (delivery waits, nothing is skipped).
         self.registry_waiting: str | None = None
         self._client = access.client
+        self._timeout = access.timeout
+        # Whether the topic was deleted and created again under the fetch (see streams.fanout.restarts).
+        self._restarts = RestartWatch(topic, access.topic_ids.lookup)
         # The fetch wait while records flow, and while the topic is quiet (see streams.fanout.pacing).
         self._wait = FetchWait(access.fetch_wait_ms)
         # Per partition, the next offset to fetch: where a remade consumer starts.
@@ -233,6 +248,7 @@ class LiveFetcher:
         self._added: list[TopicPartition] = []
         self._added_lock = threading.Lock()
         self._stopping = threading.Event()
+        self._idle = False  # whether the last poll brought nothing
         self._thread = threading.Thread(target=self._run, name=f"sluice-fetch-{topic}", daemon=True)
 
     def start(self) -> None:
@@ -282,6 +298,14 @@ class LiveFetcher:
             if high >= 0:
                 marks[partition] = high
         self.high_watermarks = marks
+        self._restarts.highs_note(marks, self._next, self._idle)
+
+    def _restart_check(self, consumer: Consumer) -> None:
+        """If the topic was created anew, read each partition's new log from its start and tell the hub (in order)."""
+        starts = self._restarts.check(consumer, self._partitions, self._timeout)
+        if starts is not None:
+            self._next.update(starts)
+            self._deliver([PartitionEnd(p, offset, restarted=True) for p, offset in starts.items()])
 
     def _behind(self) -> int:
         """Records between where the fetch is and the log's end, as the last fetch responses said."""
@@ -296,8 +320,12 @@ class LiveFetcher:
             while not self._stopping.is_set():
                 now = time.monotonic()
                 if now - noted >= _WATERMARKS_SECONDS:
+                    if noted and not self._restarts.learned:
+                        self._restarts.learn()  # after the first fetch: a hub's first stream does not wait for it
                     noted = now
                     self._watermarks_note(consumer)
+                    if self._restarts.suspect:
+                        self._restart_check(consumer)
                     wait = self._wait.when_behind(self._behind(), now)
                     if wait is not None:
                         consumer = self._consumer_remake(consumer, wait)
@@ -312,6 +340,7 @@ class LiveFetcher:
                 # once, and a busy topic still gets large batches (one write per client
                 # per batch).
                 first = consumer.poll(0.1)
+                self._idle = first is None
                 if first is None:
                     wait = self._wait.when_idle(now)
                     if wait is not None:
@@ -336,6 +365,8 @@ class LiveFetcher:
                         batch.append(end)
                         self._next[end.partition] = max(self._next.get(end.partition, 0), end.offset)
                     else:
+                        if error.code() in _OUT_OF_RANGE:
+                            self._restarts.error_note(message.partition())
                         logger.warning("fetch from %s: %s", self.topic, error)
                 if batch:
                     self._deliver(batch)

@@ -73,7 +73,9 @@ class StartPlanner:
 
         An id a little ahead of this hub can be real (another instance read further):
         only offsets past the end Kafka reports are impossible. The start checkpoint
-        then tells the truth, and everything produced afterwards is delivered.
+        then tells the truth, and everything produced afterwards is delivered. Where
+        this hub saw the partition's log begin anew (the topic was deleted and created
+        again), the id is of the old log: the stream gets the new log from its start.
         """
         state = self.state
         for p, offset in positions.items():
@@ -81,14 +83,17 @@ class StartPlanner:
             end = max(marks[p][1], state.positions[p])
             if offset > end:
                 state.counters.clamped_past_end += 1
+                restart = state.restarts.get(p)
+                start = end if restart is None else min(max(restart, marks[p][0]), end)
                 logger.warning(
-                    "resume on %s partition %d: offset %d is past the end of the log (%d): starting at the end",
+                    "resume on %s partition %d: offset %d is past the end of the log (%d): starting at %s",
                     state.topic,
                     p,
                     offset,
                     end,
+                    "the end" if restart is None else f"{start}, where the log began anew (the topic was recreated)",
                 )
-                positions[p] = end
+                positions[p] = start
 
     def _start_at_log_start(self, positions: dict[int, int], lows: dict[int, int]) -> None:
         """Partitions the id leaves out start at the log's start; offsets retention removed too, counted."""

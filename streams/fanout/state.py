@@ -42,6 +42,8 @@ class HubCounters:
     # Catch-ups that read the cache / Kafka (a catch-up counts once per source it used).
     catch_ups_cache: int = 0
     catch_ups_kafka: int = 0
+    # Partitions whose log began anew under the hub (the topic was deleted and created again).
+    log_restarts: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -64,6 +66,9 @@ class HubState:
     counters: HubCounters = field(default_factory=HubCounters)
     # Set (and replaced) after every batch: catch-ups ahead of the hub wait on it.
     advanced: asyncio.Event = field(default_factory=asyncio.Event)
+    # Where each partition's log began anew, for partitions the hub saw start over (a topic created
+    # again): a resume naming an offset past the end is of the old log, and starts here.
+    restarts: dict[int, int] = field(default_factory=dict)
 
     def positions_reset(self, positions: dict[int, int]) -> None:
         """Take ``positions`` as the hub's position (its progress token made anew)."""
@@ -90,6 +95,9 @@ class HubControl(Protocol):
 
     def cut(self, sub: Subscriber) -> None:
         """A stream over its pending-bytes bound: dropped; it resumes from its last id."""
+
+    def log_restart(self, partition: int, offset: int) -> None:
+        """``partition``'s log began anew at ``offset`` (the topic was created again): the hub reads it from there."""
 
     def unsubscribe(self, sub: Subscriber) -> None:
         """Take ``sub`` out of the hub (live, catching up, keep-alives)."""

@@ -68,6 +68,11 @@ _TOPIC_SERIES: dict[str, tuple[str, str, Callable[[TopicHub], float]]] = {
         "Resumes naming offsets past the end of the log (topic recreated, cluster restored): started at the end.",
         lambda h: h.counters.clamped_past_end,
     ),
+    "sluice_log_restarts_total": (
+        "counter",
+        "Partitions whose log began anew under the hub (the topic was deleted and created again): read from its start.",
+        lambda h: h.counters.log_restarts,
+    ),
     "sluice_resume_gap_records_total": (
         "counter",
         "Records resumes could not have: retention removed them before the stream came back.",
