@@ -4,18 +4,24 @@ Streams without filters that share an id form, binary mode, route schema and
 route (a :class:`~streams.fanout.subscriber.GroupKey`) get one joined buffer per
 batch. Filtered streams are matched record by record; those whose filters all
 name a key are found by the record's key, so a record is matched only against
-the streams of its key.
+the streams of its key. Streams with a ``where`` filter are found by it: each
+distinct filter is evaluated once per record, and only the streams of those that
+pass are matched further (:func:`where_passed`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from streams.core.records import Record
+from streams.core.where import Subject, Where
 from streams.fanout.subscriber import GroupKey, Subscriber
+
+Candidates = dict[Subscriber, None]
 
 
 class LiveSet:
-    __slots__ = ("any_key", "by_key", "filtered", "filtered_routes", "members", "unfiltered")
+    __slots__ = ("any_key", "by_key", "by_where", "filtered", "filtered_routes", "members", "unfiltered")
 
     def __init__(self) -> None:
         self.members: dict[Subscriber, None] = {}
@@ -23,6 +29,8 @@ class LiveSet:
         self.filtered: dict[Subscriber, None] = {}
         self.by_key: dict[bytes, dict[Subscriber, None]] = {}
         self.any_key: dict[Subscriber, None] = {}
+        # Streams with a where filter, by their filter (equal filters are one key).
+        self.by_where: dict[Where, dict[Subscriber, None]] = {}
         # Live streams with filters per route, to count what filters keep from them per batch.
         self.filtered_routes: dict[str, int] = {}
 
@@ -43,7 +51,10 @@ class LiveSet:
         self.filtered[sub] = None
         self.filtered_routes[sub.route] = self.filtered_routes.get(sub.route, 0) + 1
         keys = sub.filters.keys
-        if keys is None:
+        where = sub.filters.where
+        if where is not None:
+            self.by_where.setdefault(where, {})[sub] = None
+        elif keys is None:
             self.any_key[sub] = None
         else:
             for key in keys:
@@ -55,7 +66,14 @@ class LiveSet:
             return
         if self.filtered.pop(sub, 0) is None:
             self.filtered_routes[sub.route] -= 1
-            if self.any_key.pop(sub, 0) is not None:
+            where = sub.filters.where
+            if where is not None:
+                subs = self.by_where.get(where)
+                if subs is not None:
+                    subs.pop(sub, None)
+                    if not subs:
+                        del self.by_where[where]
+            elif self.any_key.pop(sub, 0) is not None:
                 for key in sub.filters.keys or ():
                     subs = self.by_key.get(key)
                     if subs is not None:
@@ -65,3 +83,11 @@ class LiveSet:
         group = self.unfiltered.get(sub.group)
         if group is not None:
             group.pop(sub, None)
+
+
+def where_passed(
+    by_where: dict[Where, Candidates], record: Record, candidates: tuple[Candidates, ...]
+) -> tuple[Candidates, ...]:
+    """``candidates`` and the streams of each ``where`` filter ``record`` passes (each filter asked once)."""
+    subject = Subject(record)
+    return (*candidates, *[subs for where, subs in by_where.items() if where.test(subject)])
