@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 from streams.core.records import Record
 from streams.fanout.counts import BatchDrops
 from streams.fanout.kafka import PartitionEnd
-from streams.fanout.liveset import where_passed
 from streams.fanout.state import HubControl, HubState
 from streams.fanout.subscriber import GroupKey, Subscriber
 
@@ -45,7 +44,9 @@ def batch_fan_out(state: HubState, control: HubControl, batch: list[Record | Par
     cache_append = state.cache.append
     topic_schema = state.schema
     live = state.live
-    unfiltered, by_key, any_key, by_where = live.unfiltered, live.by_key, live.any_key, live.by_where
+    unfiltered, by_key, any_key = live.unfiltered, live.by_key, live.any_key
+    wheres = live.wheres
+    where_filtered = wheres.by_where
     # Records read, those the streams saw, and what the topic's schema or decoding kept from them.
     records = taken = topic_rejected = undecodable = 0
     for item in batch:
@@ -87,8 +88,8 @@ def batch_fan_out(state: HubState, control: HubControl, batch: list[Record | Par
                     shared_last[group] = progress_id
         keyed = by_key.get(record.match_key) if by_key and record.match_key is not None else None
         candidates_of: tuple[dict[Subscriber, None], ...] = (any_key, keyed) if keyed else (any_key,)
-        if by_where:
-            candidates_of = where_passed(by_where, record, candidates_of)
+        if where_filtered:
+            candidates_of = (*candidates_of, *wheres.passed(record))
         for candidates in candidates_of:
             for sub in candidates:
                 if sub.filters.matches(record.match_key, record.headers):

@@ -4,24 +4,21 @@ Streams without filters that share an id form, binary mode, route schema and
 route (a :class:`~streams.fanout.subscriber.GroupKey`) get one joined buffer per
 batch. Filtered streams are matched record by record; those whose filters all
 name a key are found by the record's key, so a record is matched only against
-the streams of its key. Streams with a ``where`` filter are found by it: each
-distinct filter is evaluated once per record, and only the streams of those that
-pass are matched further (:func:`where_passed`).
+the streams of its key. Streams with a ``where`` filter are found by it
+(:class:`~streams.fanout.wheres.WhereSet`): each distinct filter is evaluated at
+most once per record, and only the streams of those that pass are matched further.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from streams.core.records import Record
-from streams.core.where import Subject, Where
 from streams.fanout.subscriber import GroupKey, Subscriber
-
-Candidates = dict[Subscriber, None]
+from streams.fanout.wheres import WhereSet
 
 
 class LiveSet:
-    __slots__ = ("any_key", "by_key", "by_where", "filtered", "filtered_routes", "members", "unfiltered")
+    __slots__ = ("any_key", "by_key", "filtered", "filtered_routes", "members", "unfiltered", "wheres")
 
     def __init__(self) -> None:
         self.members: dict[Subscriber, None] = {}
@@ -29,8 +26,8 @@ class LiveSet:
         self.filtered: dict[Subscriber, None] = {}
         self.by_key: dict[bytes, dict[Subscriber, None]] = {}
         self.any_key: dict[Subscriber, None] = {}
-        # Streams with a where filter, by their filter (equal filters are one key).
-        self.by_where: dict[Where, dict[Subscriber, None]] = {}
+        # Streams with a where filter, by their filter (equal filters are one).
+        self.wheres = WhereSet()
         # Live streams with filters per route, to count what filters keep from them per batch.
         self.filtered_routes: dict[str, int] = {}
 
@@ -53,7 +50,7 @@ class LiveSet:
         keys = sub.filters.keys
         where = sub.filters.where
         if where is not None:
-            self.by_where.setdefault(where, {})[sub] = None
+            self.wheres.add(where, sub)
         elif keys is None:
             self.any_key[sub] = None
         else:
@@ -68,11 +65,7 @@ class LiveSet:
             self.filtered_routes[sub.route] -= 1
             where = sub.filters.where
             if where is not None:
-                subs = self.by_where.get(where)
-                if subs is not None:
-                    subs.pop(sub, None)
-                    if not subs:
-                        del self.by_where[where]
+                self.wheres.remove(where, sub)
             elif self.any_key.pop(sub, 0) is not None:
                 for key in sub.filters.keys or ():
                     subs = self.by_key.get(key)
@@ -83,11 +76,3 @@ class LiveSet:
         group = self.unfiltered.get(sub.group)
         if group is not None:
             group.pop(sub, None)
-
-
-def where_passed(
-    by_where: dict[Where, Candidates], record: Record, candidates: tuple[Candidates, ...]
-) -> tuple[Candidates, ...]:
-    """``candidates`` and the streams of each ``where`` filter ``record`` passes (each filter asked once)."""
-    subject = Subject(record)
-    return (*candidates, *[subs for where, subs in by_where.items() if where.test(subject)])

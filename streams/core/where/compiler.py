@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from streams.core.records import Record
+from streams.core.where.index import index_terms
 from streams.core.where.syntax import (
     AllOf,
     AnyOf,
@@ -72,6 +73,8 @@ class Where:
 
     node: Node
     test: Test = field(compare=False, repr=False)
+    # A field the record must have one of these index keys in for the filter to hold (see .index).
+    index: tuple[Path, tuple[Hashable, ...]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -84,7 +87,12 @@ class Where:
 @lru_cache(maxsize=4096)
 def where_compile(node: Node) -> Where:
     """The compiled filter of a filled-in tree; the same tree gives the same :class:`Where`."""
-    return Where(node, _test(node))
+    return Where(node, _test(node), index_terms(node))
+
+
+def path_getter(path: Path) -> Getter:
+    """Reads ``path`` from a :class:`Subject` (``MISSING`` when it is not there)."""
+    return _getter(path)
 
 
 def _test(node: Node) -> Test:

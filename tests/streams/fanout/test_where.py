@@ -44,7 +44,7 @@ async def test_streams_sharing_a_filter_share_one_evaluation_per_record() -> Non
         hub.subscribe(
             Subscriber(sink, SubscriberOptions(FilterSet((), filters[index % 2]))), StartPlan(dict(hub.next)), 0
         )
-    assert len(hub.live.by_where) == 2
+    assert len(hub.live.wheres.by_where) == 2
     calls: list[Where] = []
     originals = {f: f.test for f in filters}
     for f in filters:
@@ -66,7 +66,7 @@ async def test_a_where_filter_with_a_key_filter_needs_both_and_leaves_the_live_s
     feed(hub, goal(0, 0, 1, b"a"), goal(0, 1, 1, b"b"), goal(0, 2, 0, b"a"), goal(0, 3, 2, b"a"))
     assert data(sink) == [0, 3]
     hub.unsubscribe(sub)
-    assert not hub.live.by_where
+    assert not hub.live.wheres.by_where
     assert not hub.live.filtered
 
 
@@ -118,3 +118,33 @@ async def test_a_snapshot_gives_the_current_matching_state_per_key() -> None:
     sink = await run_catch_up(log, FilterSet((), where("value.match.goals > 2")), snapshot=True)
     assert data(sink) == [3, 4]
     assert progress_decode(sink.events()[-1].id) == {0: 5}
+
+
+async def test_filters_with_an_equality_are_asked_only_for_records_with_that_value() -> None:
+    hub = make_hub()
+    teams = [where("value.match.team == ${params.team} and value.match.goals > 0", team=f"t{n}") for n in range(50)]
+    teams.append(where('value.match.team == "t7" and value.match.goals > 3'))  # t7 again, another filter
+    sinks = [FakeSink() for _ in teams]
+    for sink, team in zip(sinks, teams, strict=True):
+        hub.subscribe(Subscriber(sink, SubscriberOptions(FilterSet((), team))), StartPlan(dict(hub.next)), 0)
+    asked: list[Where] = []
+    originals = {f: f.test for f in teams}
+    for f in teams:
+        object.__setattr__(f, "test", lambda s, f=f: asked.append(f) or originals[f](s))
+    try:
+        record = Record(0, 0, int(time.time() * 1000), b"k", b'{"match":{"team":"t7","goals":2},"n":0}')
+        feed(hub, record)
+    finally:
+        for f in teams:
+            object.__setattr__(f, "test", originals[f])
+    assert set(asked) == {teams[7], teams[50]}
+    assert len(asked) == 2
+    assert [n for n, sink in enumerate(sinks) if data(sink)] == [7]
+    # A number in the record finds a placeholder's text ("t7" no, "3" yes).
+    three = where("value.match.team == ${params.team}", team="3")
+    assert three.index is not None
+    assert ("n", 3) in three.index[1]
+    for sub in list(hub.live):
+        hub.unsubscribe(sub)
+    assert not hub.live.wheres.indexed
+    assert not hub.live.wheres.getters
