@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from streams.core.ids import progress_decode
-from tests.streams.edge.test_wire import QUIET, WAIT, error_body, open_stream
+from tests.streams.edge.test_wire import QUIET, WAIT, Stream, error_body, open_stream
 from tests.support.schema_registry import RegistryServer, registry_running
 from tests.support.tokens import guard_fields, mint
 
@@ -254,3 +254,21 @@ async def test_protobuf_nested_fields_with_a_claim_placeholder(client, kafka, ro
             kafka.produce(topic, serialize(topic, message))
         await stream.read_messages(2)
     assert [json.loads(data)["id"] for data in stream.data] == ["m0", "m4"]
+
+
+async def test_multiplexed_members_honour_their_filters(client, kafka, route) -> None:
+    topic, tag = kafka.topic(), uuid.uuid4().hex[:6]
+    route(path=f"/f/mx/{tag}/big", topic=topic, where="value.match.score.home > 3", client_filter=True)
+    route(path=f"/f/mx/{tag}/eu", topic=topic, where='value.match.league == "EU"')
+    query = httpx.QueryParams([("s", f"big:/f/mx/{tag}/big"), ("s", f"eu:/f/mx/{tag}/eu")])
+    refused = await client.get("/streams", params=query.add("where", "true"))
+    assert error_body(refused, 400, "invalid_filter")["member"] == "big"
+    async with client.stream("GET", "/streams", params=query) as response:
+        assert response.status_code == 200
+        stream = Stream(response)
+        await stream.started()
+        for n, (league, home) in enumerate([("US", 5), ("EU", 1), ("EU", 4), ("US", 0)]):
+            kafka.produce(topic, match(n, league, "acme", home))
+        await stream.read_messages(4)
+    got = sorted((event.type, json.loads(event.data)["n"]) for event in stream.messages)
+    assert got == [("big", 0), ("big", 2), ("eu", 1), ("eu", 2)]
