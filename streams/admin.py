@@ -259,6 +259,13 @@ class RouteAdmin(ReadableFormAdmin):
     fieldsets = [
         (None, {"fields": ["path", "kind", "topic", "upstream", "schema", "description", "enabled", "order"]}),
         ("Stream", {"fields": ["initial", "allow_since", "event_id", "binary"]}),
+        (
+            "Value filters",
+            {
+                "fields": ["where", "client_filter"],
+                "description": "Records pass the filters below, then this expression (docs/filters.md).",
+            },
+        ),
         ("Access", {"fields": ["guard", "roles"]}),
         ("Cross-origin (CORS)", {"fields": ["allow_origins", "allow_credentials"]}),
         ("Delivery", {"fields": ["retry_ms", "heartbeat_seconds", "max_pending_bytes"]}),

@@ -39,6 +39,7 @@ from streams.core.schemas import (
     schema_validator_compile,
 )
 from streams.core.templating import template_compile
+from streams.core.where import where_template
 from streams.fanout.cache import CacheLimits
 from streams.models import Route, Schema, Topic, reserved_endpoints
 
@@ -111,6 +112,8 @@ def route_table_build() -> RouteTable:
                 allow_credentials=route.allow_credentials,
                 guard_revision=f"{route.guard_id}@{route.guard.updated.isoformat()}" if route.guard else "",
                 schema=schema_check(route.schema) if route.schema is not None else None,
+                where=where_template(route.where) if route.where.strip() else None,
+                client_filter=route.client_filter,
             )
         )
     return RouteTable(tuple(specs), reserved_endpoints())

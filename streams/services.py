@@ -66,6 +66,8 @@ class RouteFields(TypedDict, total=False):
     roles: list[str]
     allow_origins: list[str]
     allow_credentials: bool
+    where: str
+    client_filter: bool
     enabled: bool
     description: str
 

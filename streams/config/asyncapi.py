@@ -27,6 +27,7 @@ from streams.core.formats.describe import payload_description
 from streams.core.formats.registry import registry_client
 from streams.core.formats.spec import TEXT, FormatError
 from streams.core.templating import TemplateError, template_compile
+from streams.core.where import CLIENT_MAX_DEPTH, CLIENT_MAX_LENGTH, WhereError, where_template
 from streams.models import Route, Topic
 
 ASYNCAPI_VERSION = "3.0.0"
@@ -208,6 +209,9 @@ def asyncapi_document(*, base_url: str) -> dict[str, Any]:
             "channel": {"$ref": f"#/channels/{cid}"},
             "messages": [{"$ref": f"#/channels/{cid}/messages/{name}"} for name in messages],
         }
+        query = query_schema(route)
+        if query is not None:
+            operation["bindings"] = {"http": {"method": "GET", "query": query, "bindingVersion": "0.3.0"}}
         if route.guard is not None:
             guard_schemes = security_schemes(route.guard)
             schemes.update(guard_schemes)
@@ -239,6 +243,32 @@ def asyncapi_document(*, base_url: str) -> dict[str, Any]:
     if schemes:
         document["components"] = {"securitySchemes": schemes}
     return document
+
+
+def query_schema(route: Route) -> dict[str, Any] | None:
+    """The query parameters a route's filters read: ``where`` if it takes a client filter, its ``${query.NAME}``."""
+    properties: dict[str, Any] = {}
+    if route.kind == Route.Kind.SSE_KAFKA and route.client_filter:
+        properties["where"] = {
+            "type": "string",
+            "maxLength": CLIENT_MAX_LENGTH,
+            "description": (
+                "A filter in the where language (docs/filters.md), ANDed with the route's own: it can only narrow. "
+                f"At most {CLIENT_MAX_LENGTH} characters and {CLIENT_MAX_DEPTH} levels of nesting; no placeholders."
+            ),
+        }
+    try:
+        queries = where_template(route.where).queries if route.where.strip() else frozenset()
+    except WhereError:
+        queries = frozenset()
+    for name in sorted(queries):
+        properties[name] = {"type": "string", "description": f"Fills ${{query.{name}}} in the route's filter."}
+    if not properties:
+        return None
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if queries:
+        schema["required"] = sorted(queries)
+    return schema
 
 
 def multiplexed_channel(guarded: bool) -> tuple[dict[str, Any], dict[str, Any]]:

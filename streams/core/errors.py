@@ -52,6 +52,19 @@ class InvalidParameter(StreamError):
     code = "invalid_parameter"
 
 
+class InvalidFilter(StreamError):
+    """A client's ``?where=`` that does not parse, is over a limit, or is not taken here; ``position`` is 1-based."""
+
+    code = "invalid_filter"
+
+    def __init__(self, detail: str, *, position: int = 0) -> None:
+        super().__init__(detail)
+        self.position = position
+
+    def fields(self) -> dict[str, object]:
+        return {"position": self.position} if self.position else {}
+
+
 class InvalidMembers(StreamError):
     """The ``s`` parameters of a multiplexed stream name no valid set of members."""
 

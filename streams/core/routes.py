@@ -11,6 +11,8 @@ from streams.core.patterns import PathPattern
 from streams.core.reserved import RESERVED, ReservedEndpoints
 from streams.core.schemas import SchemaCheck
 from streams.core.templating import ExpansionContext, Template
+from streams.core.where import WhereTemplate, where_resolve
+from streams.core.where.syntax import Node
 
 
 class RouteKind(StrEnum):
@@ -50,9 +52,11 @@ class RouteSpec:
     # Changes whenever the route's guard (or which guard it is) changes: open streams are then re-admitted.
     guard_revision: str = ""
     schema: SchemaCheck | None = None
+    where: WhereTemplate | None = None  # the route's own filter over what records say
+    client_filter: bool = False  # takes ``?where=``, ANDed with its own filters
 
-    def resolve(self, context: ExpansionContext) -> tuple[str, FilterSet]:
-        """The topic and filters for one request (raises ``TemplateError``)."""
+    def resolve(self, context: ExpansionContext, client_where: Node | None = None) -> tuple[str, FilterSet]:
+        """The topic and filters for one request, a client's ``where`` ANDed in (raises ``TemplateError``)."""
         topic = self.topic.expand(context)
         filters = tuple(
             MessageFilter(
@@ -61,7 +65,7 @@ class RouteSpec:
             )
             for f in self.filters
         )
-        return topic, FilterSet(filters)
+        return topic, FilterSet(filters, where_resolve(self.where, context, client_where))
 
 
 @dataclass(frozen=True, slots=True)

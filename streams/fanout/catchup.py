@@ -164,7 +164,7 @@ class CatchUp:
             if record.problem is not None:
                 counts.undecodable += 1  # logged when it was read; the next id carries the progress past it
                 continue
-            if not sub.filters.matches(record.match_key, record.headers):
+            if not sub.filters.admits(record):
                 counts.filtered += 1
                 continue
             if not state.admits(sub, record):

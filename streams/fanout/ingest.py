@@ -3,7 +3,8 @@
 Each record moves the hub's position, goes into the cache, and has its frame
 encoded once per id form; unfiltered streams that share a
 :class:`~streams.fanout.subscriber.GroupKey` get one joined buffer, filtered
-streams (found by key where their filters name one) their own. Counts are kept
+streams (found by key where their filters name one, by their ``where`` filter,
+evaluated once per record for all its streams, where they have one) their own. Counts are kept
 per record or per group, never per frame per stream.
 
 Filtered streams are written as soon as :data:`FLUSH_STREAMS` of them have frames
@@ -44,6 +45,8 @@ def batch_fan_out(state: HubState, control: HubControl, batch: list[Record | Par
     topic_schema = state.schema
     live = state.live
     unfiltered, by_key, any_key = live.unfiltered, live.by_key, live.any_key
+    wheres = live.wheres
+    where_filtered = wheres.by_where
     # Records read, those the streams saw, and what the topic's schema or decoding kept from them.
     records = taken = topic_rejected = undecodable = 0
     for item in batch:
@@ -87,7 +90,10 @@ def batch_fan_out(state: HubState, control: HubControl, batch: list[Record | Par
                     shared[group].append(frame)
                     shared_last[group] = progress_id
         keyed = by_key.get(record.match_key) if by_key and record.match_key is not None else None
-        for candidates in (any_key, keyed) if keyed else (any_key,):
+        candidates_of: tuple[dict[Subscriber, None], ...] = (any_key, keyed) if keyed else (any_key,)
+        if where_filtered:
+            candidates_of = (*candidates_of, *wheres.passed(record))
+        for candidates in candidates_of:
             for sub in candidates:
                 if sub.filters.matches(record.match_key, record.headers):
                     schema = sub.schema

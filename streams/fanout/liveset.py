@@ -4,7 +4,9 @@ Streams without filters that share an id form, binary mode, route schema and
 route (a :class:`~streams.fanout.subscriber.GroupKey`) get one joined buffer per
 batch. Filtered streams are matched record by record; those whose filters all
 name a key are found by the record's key, so a record is matched only against
-the streams of its key.
+the streams of its key. Streams with a ``where`` filter are found by it
+(:class:`~streams.fanout.wheres.WhereSet`): each distinct filter is evaluated at
+most once per record, and only the streams of those that pass are matched further.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from streams.fanout.subscriber import GroupKey, Subscriber
+from streams.fanout.wheres import WhereSet
 
 
 class LiveSet:
-    __slots__ = ("any_key", "by_key", "filtered", "filtered_routes", "members", "unfiltered")
+    __slots__ = ("any_key", "by_key", "filtered", "filtered_routes", "members", "unfiltered", "wheres")
 
     def __init__(self) -> None:
         self.members: dict[Subscriber, None] = {}
@@ -23,6 +26,8 @@ class LiveSet:
         self.filtered: dict[Subscriber, None] = {}
         self.by_key: dict[bytes, dict[Subscriber, None]] = {}
         self.any_key: dict[Subscriber, None] = {}
+        # Streams with a where filter, by their filter (equal filters are one).
+        self.wheres = WhereSet()
         # Live streams with filters per route, to count what filters keep from them per batch.
         self.filtered_routes: dict[str, int] = {}
 
@@ -43,7 +48,10 @@ class LiveSet:
         self.filtered[sub] = None
         self.filtered_routes[sub.route] = self.filtered_routes.get(sub.route, 0) + 1
         keys = sub.filters.keys
-        if keys is None:
+        where = sub.filters.where
+        if where is not None:
+            self.wheres.add(where, sub)
+        elif keys is None:
             self.any_key[sub] = None
         else:
             for key in keys:
@@ -55,7 +63,10 @@ class LiveSet:
             return
         if self.filtered.pop(sub, 0) is None:
             self.filtered_routes[sub.route] -= 1
-            if self.any_key.pop(sub, 0) is not None:
+            where = sub.filters.where
+            if where is not None:
+                self.wheres.remove(where, sub)
+            elif self.any_key.pop(sub, 0) is not None:
                 for key in sub.filters.keys or ():
                     subs = self.by_key.get(key)
                     if subs is not None:

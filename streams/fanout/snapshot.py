@@ -51,7 +51,7 @@ class Snapshot:
         for index, p in enumerate(state.partitions):
             kept = sorted([*latest[p].values(), *keyless[p]], key=lambda r: r.offset)
             for record in kept:
-                if not sub.filters.matches(record.match_key, record.headers) or not state.admits(sub, record):
+                if not sub.filters.admits(record) or not state.admits(sub, record):
                     continue
                 progress = progress_encode(
                     {q: (end[q] if i < index else start[q]) for i, q in enumerate(state.partitions) if q != p}

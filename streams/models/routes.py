@@ -9,6 +9,7 @@ from django.db import models
 from common.models import Timestamped
 from streams.core.patterns import PatternError, pattern_compile
 from streams.core.templating import TemplateError, template_compile
+from streams.core.where import WhereError, where_template
 from streams.models.kafka import Schema
 from streams.models.validators import (
     no_control,
@@ -104,6 +105,17 @@ class Route(Timestamped):
     allow_credentials = models.BooleanField(
         default=False, help_text="CORS: let browsers send cookies (withCredentials); needs explicit origins."
     )
+    where = models.TextField(
+        blank=True,
+        help_text=(
+            'Only records this expression holds for, e.g. value.score.home > 3 and value.league == "${params.league}" '
+            "(sse-kafka routes; docs/filters.md)."
+        ),
+    )
+    client_filter = models.BooleanField(
+        default=False,
+        help_text="Accept ?where= from clients, ANDed with the route's filters: it can only narrow what they allow.",
+    )
     enabled = models.BooleanField(default=True)
     description = models.CharField(max_length=200, blank=True)
 
@@ -120,6 +132,21 @@ class Route(Timestamped):
             return reserved_endpoints().shadowed(pattern_compile(self.path))
         except PatternError:
             return ()
+
+    def where_check(self, errors: dict[str, str]) -> None:
+        """Add what is wrong with ``where`` and ``client_filter`` to ``errors`` (with the position in it)."""
+        if self.kind == self.Kind.SSE_PROXY and (self.where.strip() or self.client_filter):
+            errors["where" if self.where.strip() else "client_filter"] = "Only sse-kafka routes filter records."
+            return
+        if not self.where.strip():
+            return
+        try:
+            template = where_template(self.where)
+        except WhereError as exc:
+            errors["where"] = f"{exc.message} at position {exc.position}." if exc.position else f"{exc.message}."
+            return
+        if not template.params_only and self.guard_id is None:
+            errors["where"] = "${identity} and ${claims.NAME} need a guard."
 
     def clean(self) -> None:
         super().clean()
@@ -158,16 +185,20 @@ class Route(Timestamped):
             template = None
         if template is not None and not template.params_only and self.guard_id is None:
             errors["topic"] = "${identity} and ${attributes.NAME} need a guard."
+        self.where_check(errors)
         if errors:
             raise ValidationError(errors)
         try:
             params = set(pattern_compile(self.path).params)
         except PatternError:
             return  # the field validator already reported it
+        where_params = where_template(self.where).params if self.where.strip() else frozenset()
+        if where_params - params:
+            errors["where"] = f"${{params.{min(where_params - params)}}} is not a parameter of the path {self.path}."
         try:
             used = template_compile(self.topic).params
         except TemplateError:
-            return
+            used = frozenset()
         unknown = sorted(used - params)
         if unknown:
             errors["topic"] = f"${{params.{unknown[0]}}} is not a parameter of the path {self.path}."

@@ -48,6 +48,9 @@ def test_valid_route_is_saved(admin_client_logged_in: Client) -> None:
         ("topic", "${params.topic", "unterminated"),
         ("topic", "${secret.x}", "is not one of"),
         ("topic", "${params.other}", "is not a parameter of the path"),
+        ("where", "value.goals >", "found the end at position 14."),
+        ("where", "value.team == ${params.team}", "${params.team} is not a parameter of the path"),
+        ("where", "value.tenant == ${claims.tenant}", "need a guard"),
     ],
 )
 def test_bad_route_is_refused_on_the_form(admin_client_logged_in: Client, field: str, value: str, message: str) -> None:
@@ -55,6 +58,16 @@ def test_bad_route_is_refused_on_the_form(admin_client_logged_in: Client, field:
     assert response.status_code == 200
     assert message in response.content.decode()
     assert not Route.objects.exists()
+
+
+def test_a_route_with_a_where_filter_is_saved(admin_client_logged_in: Client) -> None:
+    response = admin_client_logged_in.post(
+        "/admin/streams/route/add/", route_form(where="value.goals > 2", client_filter="on")
+    )
+    assert response.status_code == 302
+    route = Route.objects.get()
+    assert route.where == "value.goals > 2"
+    assert route.client_filter
 
 
 def test_bad_filter_is_refused_on_the_form(admin_client_logged_in: Client) -> None:

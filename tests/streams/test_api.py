@@ -126,6 +126,19 @@ def test_route_validation_errors_name_fields(api: Client) -> None:
     assert "exists" in duplicate.json()["path"][0]
 
 
+def test_route_where_is_validated_with_its_position(api: Client) -> None:
+    response = post(api, "/api/routes/", {"path": "/w/{x}", "topic": "t", "where": "value.a == 1 and"})
+    assert response.status_code == 400
+    assert response.json()["where"] == [
+        "expected a field, a number, a string, true or false, found the end at position 17."
+    ]
+    created = post(
+        api, "/api/routes/", {"path": "/w/{x}", "topic": "t", "where": "value.a == ${params.x}", "client_filter": True}
+    )
+    assert created.status_code == 201, created.content
+    assert (created.json()["where"], created.json()["client_filter"]) == ("value.a == ${params.x}", True)
+
+
 def test_anonymous_gets_401_and_non_staff_403() -> None:
     anonymous = Client()
     response = anonymous.get("/api/topics/")

@@ -25,6 +25,7 @@ from streams.edge.http.access import access_log
 from streams.edge.http.counters import challenges_sent
 from streams.edge.http.request import StreamRequest
 from streams.edge.runtime import WorkerRuntime
+from streams.edge.streaming.filtering import client_where, query_values
 from streams.fanout.hub import TopicHub
 from streams.fanout.kafka import KafkaUnavailable, TopicNotFound
 from streams.fanout.planning import INITIAL_EARLIEST, INITIAL_SNAPSHOT, PositionError, StartPlan
@@ -124,20 +125,24 @@ async def hub_stream_open(
     last: EventId | None,
     *,
     awaited: bool = False,
+    multiplexed: bool = False,
 ) -> HubStream:
     """The hub stream of an admitted request, planned from ``last``; refusals as :class:`StreamError`.
 
     ``awaited``: the stream waited for its topic to be created, so, unless it asked for a
     position, it starts at the topic's beginning (what was produced meanwhile is new to it).
+    ``multiplexed``: a member of a multiplexed stream (which takes no client filter).
     """
     since_ms = request.since_ms(allowed=route.allow_since)
+    client = client_where(route, request, multiplexed=multiplexed)
     try:
+        query = query_values(request)
         context = (
-            ExpansionContext(params, identity=principal.identity, attributes=principal.attributes)
+            ExpansionContext(params, identity=principal.identity, attributes=principal.attributes, query=query)
             if principal is not None
-            else ExpansionContext(params)
+            else ExpansionContext(params, query=query)
         )
-        topic, filters = route.resolve(context)
+        topic, filters = route.resolve(context, client)
     except TemplateError as exc:
         raise InvalidParameter(str(exc)) from exc
     try:

@@ -74,7 +74,15 @@ async def member_open(
         last = None
     try:
         stream = await hub_stream_open(
-            runtime, route, member.params, request, started, member.principal, last, awaited=member.topic_awaited
+            runtime,
+            route,
+            member.params,
+            request,
+            started,
+            member.principal,
+            last,
+            awaited=member.topic_awaited,
+            multiplexed=member.spec is not None,
         )
     except UnknownTopic as error:
         member.topic_awaited = error.configured  # held for it (streams.edge.streaming.unavailable), then tried again

@@ -49,6 +49,8 @@ export interface Options {
   credentials?: Credentials;
   /** Resume from this id. */
   lastEventId?: string;
+  /** A client filter (`?where=`) for one route that takes one; it can only narrow what the route sends. */
+  where?: string;
   /** An origin or path prefix for the requests (default: the page's origin). */
   base?: string;
   /** Reconnection backoff after errors (default 1000 ms, doubling up to 30000 ms, with jitter). */

@@ -152,6 +152,7 @@ export class SluiceStream extends EventTarget {
     this.options = options;
     this.routes = routesOf(routes);
     this.multiplexed = Array.isArray(routes) && routes.length > 1;
+    if (options.where && this.multiplexed) throw new Error("a where filter is taken by one route's own stream, not by several");
     this.lastEventId = options.lastEventId || "";
     this.state = "connecting";
     this.retryMs = DEFAULT_RETRY_MS;
@@ -170,7 +171,11 @@ export class SluiceStream extends EventTarget {
   /** The URL of the current (or next) request, without any token. */
   get url() {
     const base = this.options.base || "";
-    if (!this.multiplexed) return base + this.routes[0].path;
+    if (!this.multiplexed) {
+      const path = this.routes[0].path;
+      const where = this.options.where;
+      return base + path + (where ? `${path.includes("?") ? "&" : "?"}where=${encodeURIComponent(where)}` : "");
+    }
     const query = new URLSearchParams(this.routes.map((route) => ["s", `${route.alias}:${route.path}`]));
     return `${base}/streams?${query}`;
   }

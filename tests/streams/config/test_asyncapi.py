@@ -253,3 +253,21 @@ def test_decoded_payloads_are_described(db: None) -> None:
     assert "orders-value" in messages["/orders"]["payload"]["description"]
     report = asyncapi_validate(document)
     assert report["valid"], report
+
+
+def test_routes_that_take_a_client_filter_say_so(configured: None) -> None:
+    route_upsert(path="/scores", topic="scores", where="value.goals > ${query.min}", client_filter=True)
+    document = asyncapi_get()
+    operation = next(op for op in document["operations"].values() if op["summary"].startswith("Open /scores "))
+    query = operation["bindings"]["http"]["query"]
+    assert set(query["properties"]) == {"where", "min"}
+    assert query["required"] == ["min"]
+    assert query["properties"]["where"]["maxLength"] == 512
+    others = [op for op in document["operations"].values() if not op["summary"].startswith("Open /scores ")]
+    assert all("bindings" not in op for op in others)
+    channel = next(ch for ch in document["channels"].values() if ch["address"] == "/scores")
+    assert channel["x-sluice"]["where"] == "value.goals > ${query.min}"
+    assert channel["x-sluice"]["client_filter"] is True
+    if NODE is not None:
+        report = asyncapi_validate(document)
+        assert report["valid"], report["errors"]

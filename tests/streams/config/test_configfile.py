@@ -155,6 +155,8 @@ BROKEN_FILES = [
     ("bad_cors.yaml", "4:34", "routes[0].cors.allow_credentials", "Credentials cannot be allowed for every origin"),
     ("bad_origin.yaml", "7:11", "routes[0].cors.allow_origins[1]", "'https://app.example.com/index.html' is not an"),
     ("bad_filter.yaml", "8:9", "routes[0].filters[1].headers", "league: ${params.league} is not a path parameter"),
+    ("bad_where.yaml", "6:5", "routes[0].where", "expected a field, a number, a string, true or false"),
+    ("where_unknown_param.yaml", "6:5", "routes[0].where", "${params.team} is not a parameter of the path"),
     ("bad_choice.yaml", "4:5", "routes[0].event_id", "Value 'offset' is not a valid choice"),
     ("unknown_schema.yaml", "3:5", "topics[0].schema", "no schema named 'nowhere'"),
     ("cache_not_mapping.yaml", "3:5", "topics[0].cache", "must be a mapping, not 10000"),
@@ -354,3 +356,22 @@ async def test_spec_example_route_streams_through_the_gateway(gateway: Any, kafk
             while not any(e.has_data for e in events):
                 events += parser.feed(await anext(chunks))
     assert [e.data for e in events if e.has_data] == ["mine"]
+
+
+def test_a_where_error_names_its_position_in_the_expression(db: None) -> None:
+    error = applyconfig_refused(BROKEN / "bad_where.yaml", "--check")
+    assert error.endswith("found the end at position 51."), error
+
+
+def test_where_and_client_filter_round_trip(db: None, tmp_yaml: Any) -> None:
+    path = tmp_yaml(
+        "topics:\n  - name: scores\n"
+        "routes:\n"
+        "  - path: /scores/{league}\n    topic: scores\n"
+        "    where: value.league == ${params.league} and value.goals > 2\n    client_filter: true\n"
+    )
+    applyconfig(path)
+    route = Route.objects.get(path="/scores/{league}")
+    assert route.where == "value.league == ${params.league} and value.goals > 2"
+    assert route.client_filter
+    assert "0 created, 0 updated, 2 unchanged" in applyconfig(path)

@@ -230,6 +230,19 @@ test("the stream is an EventTarget too", async () => {
   assert.deepEqual(got, { member: null, type: "message", data: "hi", id: "" });
 });
 
+test("a where filter goes in the query of one route's stream, before the token", async () => {
+  const { fetch, asked } = scripted([held("data: hi\n\n")]);
+  const events = [];
+  const stream = open("/scores/EU", {
+    fetch, where: 'value.goals > 2 and value.team == "Lions"', credentials: { query: "access_token" }, token: () => "abc",
+    onEvent: (e) => events.push(e),
+  });
+  await until(() => events.length === 1);
+  stream.close();
+  assert.equal(asked[0].url, "/scores/EU?where=value.goals%20%3E%202%20and%20value.team%20%3D%3D%20%22Lions%22&access_token=abc");
+  assert.throws(() => open(["/a", "/b"], { fetch, where: "true" }), /one route/);
+});
+
 test("the TypeScript declarations name exactly the module's exports", async () => {
   const { readFile } = await import("node:fs/promises");
   const module = await import("../sluice.js");
