@@ -106,7 +106,7 @@ def test_route_form_takes_a_guard_and_roles(admin_client_logged_in: Client) -> N
 def test_route_form_refuses_a_role_name_with_a_space(admin_client_logged_in: Client) -> None:
     guard = guard_upsert(name="main", algorithms=["RS256"], keys=[rsa_key().jwk()])
     response = admin_client_logged_in.post(
-        "/admin/streams/route/add/", route_form(guard=str(guard.pk), roles="read items")
+        "/admin/streams/route/add/", route_form(guard=str(guard.pk), roles='["read items"]')
     )
     assert response.status_code == 200
     assert "a role name has no spaces" in response.content.decode()
