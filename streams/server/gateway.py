@@ -104,11 +104,13 @@ def gateway_serve(
             listen_failures.append(failure.getErrorMessage())
             super().listen_error(failure)  # stops the server
 
-        def listen_success(self, listening: Any) -> None:
+        def listen_success(self, listening: Any) -> Any:
             super().listen_success(listening)
             address = listening.getHost()
             shown = f"[{address.host}]" if ":" in address.host else address.host
             announce(f"Sluice listening on {scheme}://{shown}:{address.port}/ (event loop: {event_loop_name()})")
+            # The result of the listen's Deferred: the port, which SIGTERM stops (streams/server/shutdown.py).
+            return listening
 
     interface = options.host.replace(":", r"\:")
     server = AnnouncingServer(
@@ -133,6 +135,8 @@ def gateway_serve(
         stop=twisted.stop,
         timeout=streams_settings.SHUTDOWN_SECONDS,
         stopping=stopping,
+        drain_seconds=streams_settings.DRAIN_SECONDS,
+        draining=runtime.drain_begin,
     )
     # After Twisted put in its own handlers, which would stop the reactor at once.
     twisted.callWhenRunning(shutdown.install)
