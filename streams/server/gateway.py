@@ -26,6 +26,11 @@ from streams.server.shutdown import GracefulShutdown
 from streams.server.tls import self_signed_write, tls_options
 from streams.server.workers import Supervisor, listening_socket
 
+# Connections the kernel queues before the server accepts them (Twisted's default is 50): when a
+# node is lost, its clients arrive here together, and a full queue drops their SYNs (retried 1 s,
+# 3 s, 7 s... later by the client's kernel). The kernel caps it at net.core.somaxconn.
+LISTEN_BACKLOG = 2048
+
 
 class ServeError(Exception):
     """Options the gateway cannot serve with (a certificate it cannot use, a port it cannot take)."""
@@ -115,7 +120,7 @@ def gateway_serve(
     interface = options.host.replace(":", r"\:")
     server = AnnouncingServer(
         application=worker_application(runtime),
-        endpoints=[f"tcp:port={options.port}:interface={interface}"],
+        endpoints=[f"tcp:port={options.port}:interface={interface}:backlog={LISTEN_BACKLOG}"],
         signal_handlers=True,
         action_logger=None,
         verbosity=options.verbosity,
