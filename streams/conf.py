@@ -38,6 +38,13 @@ class StreamsSettings:
     MAX_STREAMS_PER_ADDRESS: int = 200
     # On SIGTERM, how long open streams and their connections get to end cleanly before the process exits.
     SHUTDOWN_SECONDS: float = 5.0
+    # On SIGTERM, the window over which open streams are ended in waves, each first told a randomized
+    # `retry:` so browsers come back spread out (docs/operations.md, "Rolling deploys"). Taken within
+    # SHUTDOWN_SECONDS: at most SHUTDOWN_SECONDS less one second; 0 ends every stream at once.
+    DRAIN_SECONDS: float = 3.0
+    # New streams one worker admits per second (a token bucket, bursts of one second's worth); past it a
+    # 503 with retry-after. 0 means no limit.
+    ADMISSIONS_PER_SECOND: float = 0.0
     # How long a stream asked by an EventSource is held (200, heartbeats) while Kafka does not answer,
     # before it ends cleanly so the browser reconnects; 0 answers 503 at once instead.
     UNAVAILABLE_HOLD_SECONDS: float = 30.0

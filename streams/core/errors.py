@@ -196,3 +196,10 @@ class DatabaseNotAvailable(StreamError):
 
     status = 503
     code = "database_unavailable"
+
+
+class AdmissionsBusy(StreamError):
+    """The worker admitted as many new streams this second as ``ADMISSIONS_PER_SECOND`` allows."""
+
+    status = 503
+    code = "admissions_busy"

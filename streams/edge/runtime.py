@@ -8,6 +8,7 @@ first request. Tests build their own.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -18,6 +19,7 @@ from streams.core.clusters import ClusterSpec
 from streams.edge.authorization.reauthorization import Deadlines, ReauthorizationBus
 from streams.edge.authorization.reconfiguration import ConfigBus, OpenStreams
 from streams.edge.authorization.subscription import Subscription
+from streams.edge.http.admission_rate import AdmissionRate
 from streams.edge.http.limits import AddressSlots
 from streams.edge.http.refused_origins import RefusedOrigins
 from streams.fanout.hubs import Hubs
@@ -40,6 +42,12 @@ class WorkerRuntime:
         # Requests refused for their Origin: the log lines' budget per route and origin (refused_origins.py).
         self.refused_origins = RefusedOrigins()
         self.waiting = 0
+        # New streams per second: bounded (ADMISSIONS_PER_SECOND) and counted (admission_rate.py).
+        self.admissions = AdmissionRate(streams_settings.ADMISSIONS_PER_SECOND)
+        # SIGTERM came: /readyz answers 503, and open streams are ended in waves (streams/server/shutdown.py),
+        # each first told a `retry:` of its route's plus up to ``drain_jitter_ms`` more.
+        self.draining = False
+        self.drain_jitter_ms = 0
         # /readyz: accesses made to probe clusters no hub reads yet (kept: one per probe would leak
         # threads), and the last answer with its time (reused for a second).
         self.probes: dict[ClusterSpec, KafkaAccess] = {}
@@ -49,6 +57,15 @@ class WorkerRuntime:
         self._subscription: Subscription | None = None
         self._reauthorization: ReauthorizationBus | None = None
         self._config: ConfigBus | None = None
+
+    def drain_begin(self, jitter_seconds: float) -> None:
+        """SIGTERM came: not ready from now on; streams ended from now on are told a jittered ``retry:``."""
+        self.draining = True
+        self.drain_jitter_ms = int(jitter_seconds * 1000)
+
+    def drain_retry_ms(self, base_ms: int) -> int:
+        """The reconnection delay of a stream the drain ends: ``base_ms`` plus a random share of a wave."""
+        return base_ms + random.randint(0, self.drain_jitter_ms)
 
     def hubs(self) -> Hubs:
         """The :class:`Hubs` (one Kafka consumer per topic lives in it), made on first use."""

@@ -31,6 +31,8 @@ REUSE_SECONDS = 1.0
 
 async def readiness(runtime: WorkerRuntime) -> dict[str, Any]:
     """``{"status": "ok"|"unavailable", "checks": {...}}``, asked at most once a second."""
+    if runtime.draining:  # SIGTERM came: load balancers stop sending streams here at once
+        return {"status": "unavailable", "checks": {"draining": {"status": "down", "detail": "stopping"}}}
     last = runtime.readiness_answer
     if last is not None and time.monotonic() - last[0] < REUSE_SECONDS:
         return last[1]

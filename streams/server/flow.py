@@ -244,6 +244,9 @@ class FlowServer(EventReaping, Server):
         sock.close()
         os.set_blocking(self._adopted_fd, False)  # Twisted adopts non-blocking sockets only
         port = reactor.adoptStreamPort(self._adopted_fd, family, self.http_factory)
+        # The port holds its own copy: once it stops listening (SIGTERM), no descriptor of this
+        # process keeps the socket accepting connections nobody answers.
+        os.close(self._adopted_fd)
         self.listeners.append(port)
         self.listen_success(port)
 

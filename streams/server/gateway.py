@@ -26,6 +26,11 @@ from streams.server.shutdown import GracefulShutdown
 from streams.server.tls import self_signed_write, tls_options
 from streams.server.workers import Supervisor, listening_socket
 
+# Connections the kernel queues before the server accepts them (Twisted's default is 50): when a
+# node is lost, its clients arrive here together, and a full queue drops their SYNs (retried 1 s,
+# 3 s, 7 s... later by the client's kernel). The kernel caps it at net.core.somaxconn.
+LISTEN_BACKLOG = 2048
+
 
 class ServeError(Exception):
     """Options the gateway cannot serve with (a certificate it cannot use, a port it cannot take)."""
@@ -104,16 +109,18 @@ def gateway_serve(
             listen_failures.append(failure.getErrorMessage())
             super().listen_error(failure)  # stops the server
 
-        def listen_success(self, listening: Any) -> None:
+        def listen_success(self, listening: Any) -> Any:
             super().listen_success(listening)
             address = listening.getHost()
             shown = f"[{address.host}]" if ":" in address.host else address.host
             announce(f"Sluice listening on {scheme}://{shown}:{address.port}/ (event loop: {event_loop_name()})")
+            # The result of the listen's Deferred: the port, which SIGTERM stops (streams/server/shutdown.py).
+            return listening
 
     interface = options.host.replace(":", r"\:")
     server = AnnouncingServer(
         application=worker_application(runtime),
-        endpoints=[f"tcp:port={options.port}:interface={interface}"],
+        endpoints=[f"tcp:port={options.port}:interface={interface}:backlog={LISTEN_BACKLOG}"],
         signal_handlers=True,
         action_logger=None,
         verbosity=options.verbosity,
@@ -133,6 +140,8 @@ def gateway_serve(
         stop=twisted.stop,
         timeout=streams_settings.SHUTDOWN_SECONDS,
         stopping=stopping,
+        drain_seconds=streams_settings.DRAIN_SECONDS,
+        draining=runtime.drain_begin,
     )
     # After Twisted put in its own handlers, which would stop the reactor at once.
     twisted.callWhenRunning(shutdown.install)

@@ -3,7 +3,9 @@
 The supervisor binds the socket once and starts N children that each adopt
 it (``--listen-fd``) and run their own daphne, hubs and Kafka consumers; the
 kernel spreads new connections between them. A child that dies is started
-again; SIGTERM/SIGINT stop them all.
+again; SIGTERM/SIGINT are passed on to them all (each drains its own streams,
+``streams/server/shutdown.py``) and each gets ``SHUTDOWN_SECONDS`` and a margin
+before it is killed.
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ from types import FrameType
 
 from django.conf import settings
 
+from streams.conf import streams_settings
 from streams.server.processes import die_with_parent
 
 logger = logging.getLogger("sluice.workers")
 
 # A child that dies sooner than this after starting is not restarted at once.
 _RESTART_BACKOFF_SECONDS = 1.0
+# Beyond SHUTDOWN_SECONDS, how long a stopping child gets before it is killed.
+_STOP_MARGIN_SECONDS = 5.0
 
 
 def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
@@ -71,6 +76,8 @@ class Supervisor:
     def _stop(self, signum: int, frame: FrameType | None) -> None:
         if not self._stopping:
             self._stopping_told()
+            # The children stop listening as they drain; once they all have, new connections are refused.
+            self._sock.close()
         self._stopping = True
 
     def run(self) -> None:
@@ -80,7 +87,7 @@ class Supervisor:
             while not self._stopping:
                 time.sleep(0.2)
                 for index, (process, started) in enumerate(self._children):
-                    if process.poll() is None or self._stopping:
+                    if self._stopping or process.poll() is None:
                         continue
                     if time.monotonic() - started < _RESTART_BACKOFF_SECONDS:
                         continue
@@ -90,9 +97,10 @@ class Supervisor:
             for process, _ in self._children:
                 if process.poll() is None:
                     process.terminate()
+            deadline = time.monotonic() + streams_settings.SHUTDOWN_SECONDS + _STOP_MARGIN_SECONDS
             for process, _ in self._children:
                 try:
-                    process.wait(timeout=10)
+                    process.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()

@@ -90,6 +90,8 @@ def test_the_gateway_is_probed_drained_and_unprivileged() -> None:
     shutdown = float(found[("ConfigMap", "sluice-settings")]["data"]["SLUICE_SHUTDOWN_SECONDS"])
     assert pause > 0
     assert pod["terminationGracePeriodSeconds"] > pause + shutdown
+    # The drain window is taken within the shutdown time, leaving time for the last streams to end.
+    assert float(found[("ConfigMap", "sluice-settings")]["data"]["SLUICE_DRAIN_SECONDS"]) <= shutdown - 1
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert gateway["securityContext"]["allowPrivilegeEscalation"] is False
     assert gateway["resources"]["requests"]

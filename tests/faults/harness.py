@@ -109,9 +109,21 @@ class ResumingClient:
     """One browser-like client: reconnects with ``Last-Event-ID`` until told to stop."""
 
     def __init__(
-        self, port: int, path: str, group: str | None, read_delay: float = 0.0, fast_after_cut: bool = False
+        self,
+        port: int,
+        path: str,
+        group: str | None,
+        read_delay: float = 0.0,
+        fast_after_cut: bool = False,
+        honour_retry: bool = False,
     ) -> None:
         self.port = port
+        # After a clean end, wait the last `retry:` the stream sent (as EventSource does), not RETRY_SECONDS.
+        self.honour_retry = honour_retry
+        self.retry_ms: int | None = None
+        self.clean_end_at: float | None = None
+        # Per reopened stream after a clean end: (when the last one ended, when this one got its 200), monotonic.
+        self.reopened: list[tuple[float, float]] = []
         self.fast_after_cut = fast_after_cut  # a slow reader that, once cut, reads at full speed
         self.cut_at: float | None = None
         self.path = path
@@ -161,7 +173,10 @@ class ResumingClient:
             if self._lost_at is None:
                 self._lost_at = time.monotonic()
             self.connected.clear()
-            await asyncio.sleep(RETRY_SECONDS * (0.5 + random.random()))
+            if self.honour_retry and self.retry_ms is not None and self.clean_end_at is not None:
+                await asyncio.sleep(self.retry_ms / 1000)
+            else:
+                await asyncio.sleep(RETRY_SECONDS * (0.5 + random.random()))
 
     async def _session(self) -> None:
         try:
@@ -181,6 +196,9 @@ class ResumingClient:
         if status != 200:
             return
         self.stats.sessions += 1
+        if self.clean_end_at is not None:
+            self.reopened.append((self.clean_end_at, time.monotonic()))
+            self.clean_end_at = None
         if self._lost_at is not None:
             self.stats.max_recovery = max(self.stats.max_recovery, time.monotonic() - self._lost_at)
             self._lost_at = None
@@ -192,7 +210,7 @@ class ResumingClient:
             if size == 0:
                 await reader.readexactly(2)
                 self.stats.clean_ends += 1
-                self._lost_at = time.monotonic()
+                self._lost_at = self.clean_end_at = time.monotonic()
                 return
             chunk = await self._read(reader, size + 2)
             buffer += chunk[:-2]
@@ -228,6 +246,8 @@ class ResumingClient:
         for line in frame.split(b"\n"):
             if line.startswith(b":"):
                 self.stats.heartbeats += 1
+            elif line.startswith(b"retry: "):
+                self.retry_ms = int(line[7:])
             elif line.startswith(b"id: "):
                 self.last_id = line[4:].decode()
             elif line.startswith(b"data: "):
@@ -294,10 +314,10 @@ def ledger_check(clients: list[ResumingClient], producer: LedgerProducer) -> Ver
 
 
 async def clients_start(
-    port: int, paths: list[tuple[str, str | None]], *, within: float = 60.0
+    port: int, paths: list[tuple[str, str | None]], *, within: float = 60.0, honour_retry: bool = False
 ) -> list[ResumingClient]:
     """Start a client per ``(path, group)`` and wait until each has its first response open."""
-    clients = [ResumingClient(port, path, group) for path, group in paths]
+    clients = [ResumingClient(port, path, group, honour_retry=honour_retry) for path, group in paths]
     for client in clients:
         client.start()
     await condition_wait_async(

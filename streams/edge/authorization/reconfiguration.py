@@ -62,6 +62,10 @@ class OpenStreams:
     def __len__(self) -> int:
         return sum(len(streams) for streams in self._by_route.values())
 
+    def streams(self) -> list[OpenStream]:
+        """Every open stream's watch (a multiplexed stream has one per route; ending one ends it)."""
+        return [stream for streams in self._by_route.values() for stream in streams]
+
     def end_all(self, reason: str) -> int:
         """End every open stream (the process is stopping); how many were ended."""
         ended = 0

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from streams.core.asgi import Scope
 from streams.core.closing import CONNECTION_GONE, CloseReason
+from streams.core.sse import retry_line
 from streams.edge.authorization.reauthorization import StreamDeadline
 from streams.edge.authorization.reconfiguration import OpenStream
 from streams.edge.runtime import WorkerRuntime
@@ -45,7 +46,12 @@ class StreamEnd:
         return self._deadlines
 
     def address_hold(self, scope: Scope) -> None:
-        """Take the client address's stream slot (:class:`~streams.core.errors.TooManyStreams` at its limit)."""
+        """Take an admission and the client address's stream slot.
+
+        :class:`~streams.core.errors.AdmissionsBusy` past the worker's admission rate,
+        :class:`~streams.core.errors.TooManyStreams` at the address's limit.
+        """
+        self._runtime.admissions.take()
         self._address = self._runtime.addresses.take(scope)
 
     async def deadlines_register(self, deadlines: Sequence[StreamDeadline]) -> None:
@@ -96,6 +102,10 @@ class StreamEnd:
     def _release(self) -> None:
         source, self._source = self._source, None
         flow, self._flow = self._flow, None
+        if flow is not None and source is not None and self._handed_off and source.close_reason == CloseReason.SHUTDOWN:
+            # Drained: the last frame was whole, and the client comes back after its own share of the drain window.
+            base = max((watch.route.retry_ms or 0 for watch in self._watches), default=0)
+            flow.write(retry_line(self._runtime.drain_retry_ms(base)) + b"\n")
         try:
             try:
                 open_streams = self._runtime.open_streams_if_started()
