@@ -111,6 +111,8 @@ def route_table_build() -> RouteTable:
                 allow_credentials=route.allow_credentials,
                 guard_revision=f"{route.guard_id}@{route.guard.updated.isoformat()}" if route.guard else "",
                 schema=schema_check(route.schema) if route.schema is not None else None,
+                compression=route.compression,
+                compression_min_bytes=route.compression_min_bytes,
             )
         )
     return RouteTable(tuple(specs), reserved_endpoints())

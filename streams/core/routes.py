@@ -50,6 +50,9 @@ class RouteSpec:
     # Changes whenever the route's guard (or which guard it is) changes: open streams are then re-admitted.
     guard_revision: str = ""
     schema: SchemaCheck | None = None
+    # Compress its streams for clients that accept it, unless its events average under min_bytes.
+    compression: bool = False
+    compression_min_bytes: int = 0
 
     def resolve(self, context: ExpansionContext) -> tuple[str, FilterSet]:
         """The topic and filters for one request (raises ``TemplateError``)."""

@@ -104,6 +104,13 @@ class Route(Timestamped):
     allow_credentials = models.BooleanField(
         default=False, help_text="CORS: let browsers send cookies (withCredentials); needs explicit origins."
     )
+    compression = models.BooleanField(
+        default=False, help_text="Compress streams (Brotli or gzip, flushed per event) for clients that accept it."
+    )
+    compression_min_bytes = models.PositiveIntegerField(
+        default=0,
+        help_text="Send plain when the route's events average fewer bytes than this (0: always compress).",
+    )
     enabled = models.BooleanField(default=True)
     description = models.CharField(max_length=200, blank=True)
 
