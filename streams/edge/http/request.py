@@ -56,9 +56,9 @@ class StreamRequest:
                 return bytes(value)
         return None
 
-    def encoding(self) -> Encoding | None:
+    def encoding(self, *, brotli_ok: bool = True) -> Encoding | None:
         """The content coding this client accepts that Sluice prefers (``Accept-Encoding``), if any."""
-        return encoding_choose(self.header(b"accept-encoding"))
+        return encoding_choose(self.header(b"accept-encoding"), brotli_ok=brotli_ok)
 
     @property
     def content_type(self) -> str:

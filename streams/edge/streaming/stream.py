@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from streams.conf import streams_settings
 from streams.core.asgi import Receive, Send
 from streams.core.closing import CloseReason
-from streams.core.compression import Encoding
+from streams.core.compression import BrotliEncoder, Encoding
 from streams.core.routes import RouteSpec
 from streams.edge.authorization.reconfiguration import OpenStream
 from streams.edge.http.request import StreamRequest
@@ -96,11 +97,12 @@ def stream_encoding(request: StreamRequest, source: StreamSource, routes: Sequen
     Only on Sluice's server (the encoder sits where the flow writes to the socket); a stream
     held while Kafka was away sent its head before its routes were known, and stays plain.
     A route whose events, as this worker has sent them so far, average under its
-    ``compression_min_bytes`` is sent plain: a flush costs some bytes per write.
+    ``compression_min_bytes`` is sent plain: a flush costs some bytes per write. Past
+    ``BROTLI_MAX_STREAMS`` Brotli streams in this process, a client that accepts gzip gets gzip.
     """
     if request.flow is None or not routes or not all(route.compression for route in routes):
         return None
-    encoding = request.encoding()
+    encoding = request.encoding(brotli_ok=BrotliEncoder.live < streams_settings.BROTLI_MAX_STREAMS)
     if encoding is None:
         return None
     size = event_bytes_mean(source)
