@@ -62,6 +62,8 @@ class HubState:
     schema: SchemaCheck | None = None
     tally: RouteTally = field(default_factory=RouteTally)
     counters: HubCounters = field(default_factory=HubCounters)
+    # Kafka timestamp (epoch ms) of the newest record the hub has read: the fetch lag in seconds.
+    newest_ms: int = 0
     # Set (and replaced) after every batch: catch-ups ahead of the hub wait on it.
     advanced: asyncio.Event = field(default_factory=asyncio.Event)
 
