@@ -103,6 +103,8 @@ def batch_fan_out(state: HubState, control: HubControl, batch: list[Record | Par
     if records:
         fan.stamps_note(batch)
     fan.finish(records, taken, topic_rejected, undecodable)
+    if state.watch is not None:
+        state.watch.batch(state, batch)
 
 
 class BatchOut:

@@ -69,6 +69,10 @@ async def stream_serve(
     sink = sink_for(flow, send, limit)
     end.source_hold(source)
     source.attach(sink)
+    if streams_settings.TRACING and isinstance(source, HubStream):
+        from streams.edge.streaming.tracing import stream_trace  # optional: imported only with traces on
+
+        stream_trace(source)
     # A change of a route (disabled, deleted, guard tightened) may end the stream (live reconfiguration).
     end.watch([OpenStream(watch.route, request.scope, request.query, end=watch.end) for watch in watched])
     # A guarded stream ends when its token expires (nothing after exp is delivered),
