@@ -121,3 +121,14 @@ async def test_the_multiplexed_stream_is_compressed_when_its_routes_are(client, 
         await stream.read_until(lambda s: bool(s.events))
         kafka.produce(notes, "first note")
         await stream.read_until(lambda s: "first note" in s.data)
+
+
+async def test_a_proxy_route_is_compressed_too(client, route, upstream_sse) -> None:
+    path = "/cz/proxy/" + upstream_sse.url.rsplit(":", 1)[1]
+    route(path=path, kind="sse-proxy", upstream=f"{upstream_sse.url}/fixed", topic="", compression=True)
+    async with client.stream("GET", path, headers={"accept-encoding": "gzip"}) as response:
+        assert response.status_code == 200
+        assert response.headers["content-encoding"] == "gzip"
+        stream = Decoded(response)
+        await stream.read_until(lambda s: any(e.type == "last" for e in s.events))
+        assert stream.data[-1] == "été ✓"
