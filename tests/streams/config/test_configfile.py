@@ -354,3 +354,13 @@ async def test_spec_example_route_streams_through_the_gateway(gateway: Any, kafk
             while not any(e.has_data for e in events):
                 events += parser.feed(await anext(chunks))
     assert [e.data for e in events if e.has_data] == ["mine"]
+
+
+def test_route_compression_applies_and_exports_nested(db: None, tmp_yaml: Any) -> None:
+    text = "routes:\n  - path: /cz\n    topic: t\n    compression: {enabled: true, min_bytes: 128}\n"
+    applyconfig(tmp_yaml(text))
+    route = Route.objects.get(path="/cz")
+    assert (route.compression, route.compression_min_bytes) == (True, 128)
+    exported = exportconfig()
+    assert "compression:" in exported
+    assert "min_bytes: 128" in exported
