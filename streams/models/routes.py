@@ -109,6 +109,7 @@ class Route(Timestamped):
     )
     compression_min_bytes = models.PositiveIntegerField(
         default=0,
+        blank=True,  # a form that leaves it out keeps the default
         help_text="Send plain when the route's events average fewer bytes than this (0: always compress).",
     )
     enabled = models.BooleanField(default=True)
