@@ -119,11 +119,12 @@ async def per_record_us(
     elapsed = 0.0
     for index in range(batches):
         batch: list[Record | PartitionEnd] = []
+        stamp = int(time.time() * 1000)  # a Kafka timestamp, as fetched records have (the lag is observed)
         for _ in range(size):
             p = count % 3
             value = json.dumps({"seq": count, "pad": "x" * 180}).encode()
             key = b"k%d" % (count % clients) if keyed else None
-            batch.append(Record(p, offsets[p], 0, key, value))
+            batch.append(Record(p, offsets[p], stamp, key, value))
             offsets[p] += 1
             count += 1
         started = time.perf_counter()

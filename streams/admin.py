@@ -225,6 +225,7 @@ class RouteAdmin(ReadableFormAdmin):
         "retry_ms": "Reconnect delay (ms)",
         "heartbeat_seconds": "Heartbeat every (seconds)",
         "max_pending_bytes": "Most bytes queued per client",
+        "compression_min_bytes": "Compress when events average at least (bytes)",
     }
     field_help = {
         # The model's says <ISO-8601 or epoch ms>, which the page takes for a tag and hides.
@@ -269,6 +270,7 @@ class RouteAdmin(ReadableFormAdmin):
         ("Access", {"fields": ["guard", "roles"]}),
         ("Cross-origin (CORS)", {"fields": ["allow_origins", "allow_credentials"]}),
         ("Delivery", {"fields": ["retry_ms", "heartbeat_seconds", "max_pending_bytes"]}),
+        ("Compression", {"fields": ["compression", "compression_min_bytes"]}),
         ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
     ]
 

@@ -53,6 +53,14 @@ class StreamsSettings:
     # Origins (scheme://host[:port], or "*") a route allows when its own allow_origins is empty; a route
     # that lists origins allows those alone (docs/embedding.md, "CORS"). From SLUICE_CORS_ALLOW_ORIGINS.
     CORS_ALLOW_ORIGINS: tuple[str, ...] = ()
+    # Brotli-compressed streams one worker holds at most (each keeps some 300 KB of compressor tables);
+    # past it, clients that accept gzip get gzip (about 1 KB per idle stream). docs/operations.md, "Compression".
+    BROTLI_MAX_STREAMS: int = 1000
+    # OpenTelemetry traces of Kafka streams (needs opentelemetry-sdk installed; exporter settings from the
+    # standard OTEL_* variables). docs/operations.md, "Traces".
+    TRACING: bool = False
+    # With traces on, a stream's span links every Nth record's producer span (by offset), from its traceparent.
+    TRACING_LINK_EVERY: int = 10
     # The event loop under Twisted's asyncio reactor: asyncio or uvloop.
     EVENT_LOOP: str = "asyncio"
 

@@ -114,6 +114,8 @@ def route_table_build() -> RouteTable:
                 schema=schema_check(route.schema) if route.schema is not None else None,
                 where=where_template(route.where) if route.where.strip() else None,
                 client_filter=route.client_filter,
+                compression=route.compression,
+                compression_min_bytes=route.compression_min_bytes,
             )
         )
     return RouteTable(tuple(specs), reserved_endpoints())

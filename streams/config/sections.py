@@ -69,7 +69,12 @@ class RouteSection(ModelSection):
     key = "path"
     order = 40
     model = Route
-    renames = {"allow_origins": "cors.allow_origins", "allow_credentials": "cors.allow_credentials"}
+    renames = {
+        "allow_origins": "cors.allow_origins",
+        "allow_credentials": "cors.allow_credentials",
+        "compression": "compression.enabled",
+        "compression_min_bytes": "compression.min_bytes",
+    }
     extra = (("schema", FieldSpec("filters", "filters", (list,))),)
     _filter_keys = ("key", "headers")
 

@@ -54,6 +54,9 @@ class RouteSpec:
     schema: SchemaCheck | None = None
     where: WhereTemplate | None = None  # the route's own filter over what records say
     client_filter: bool = False  # takes ``?where=``, ANDed with its own filters
+    # Compress its streams for clients that accept it, unless its events average under min_bytes.
+    compression: bool = False
+    compression_min_bytes: int = 0
 
     def resolve(self, context: ExpansionContext, client_where: Node | None = None) -> tuple[str, FilterSet]:
         """The topic and filters for one request, a client's ``where`` ANDed in (raises ``TemplateError``)."""

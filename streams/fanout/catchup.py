@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
+import time
 from collections.abc import Iterable
 
 from streams.core.closing import CloseReason
@@ -150,6 +151,7 @@ class CatchUp:
         positions = sub.positions
         assert positions is not None
         frames: list[bytes] = []
+        first_ms = 0  # the first frame's record timestamp (the lag of a live stream that fell behind)
         # Interleave partitions by time (as they were produced), keeping each one's order.
         merged = heapq.merge(*chunk, key=lambda r: r.timestamp) if len(chunk) > 1 else iter(chunk[0] if chunk else ())
         since_ms, since_partitions = sub.since_ms, sub.since_partitions
@@ -177,6 +179,8 @@ class CatchUp:
                 state.counters.invalid += 1
                 counts.invalid += 1
                 continue
+            if not frames:
+                first_ms = record.timestamp
             frames.append(frame)
             sub.sent_progress = progress
         if frames:
@@ -190,6 +194,10 @@ class CatchUp:
                 counts.bytes += len(data)
                 sub.events += len(frames)
                 sub.bytes += len(data)
+                if sub.demoted and first_ms > 0:
+                    # A live stream catching up because it was slow: its lag is the route's too (a
+                    # resume or a replay from earliest is history, not lateness, and is not counted).
+                    counts.lag.observe(time.time() - first_ms / 1000)
 
 
 def records_trim(records: list[Record], budget: int) -> bool:

@@ -2,13 +2,54 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
+
+# Upper bounds (seconds) of the delivery lag histogram's buckets; the last bucket is +Inf.
+LAG_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class LagHistogram:
+    """Seconds from a record's Kafka timestamp to its write to a socket: bucket counts and their sum.
+
+    Observed once per batch per route (not per delivery): the lag of the oldest record of the batch.
+    """
+
+    __slots__ = ("buckets", "count", "total")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(LAG_BOUNDS) + 1)
+        self.count = 0
+        self.total = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.buckets[bisect_left(LAG_BOUNDS, seconds)] += 1
+        self.count += 1
+        self.total += seconds
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """``(le, count)`` pairs as Prometheus histograms give them (cumulative, ending with +Inf)."""
+        out, running = [], 0
+        for bound, count in zip((*map(str, LAG_BOUNDS), "+Inf"), self.buckets, strict=True):
+            running += count
+            out.append((bound, running))
+        return out
 
 
 class RouteCounts:
     """Per-route counters of one hub."""
 
-    __slots__ = ("bytes", "delivered", "filtered", "invalid", "schema", "schema_records", "slow", "undecodable")
+    __slots__ = (
+        "bytes",
+        "delivered",
+        "filtered",
+        "invalid",
+        "lag",
+        "schema",
+        "schema_records",
+        "slow",
+        "undecodable",
+    )
 
     def __init__(self) -> None:
         self.delivered = 0  # events written to streams
@@ -19,6 +60,7 @@ class RouteCounts:
         self.invalid = 0  # events that could not be sent as text
         self.slow = 0  # events in writes that overflowed a slow client (it resumes from its last id)
         self.undecodable = 0  # events kept from a stream because the record did not decode by the topic's format
+        self.lag = LagHistogram()  # record timestamp to socket write, live fan-out only
 
 
 class Dropped:

@@ -16,6 +16,7 @@ first records of a large batch wait for the last (10,000 per-user streams at
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -108,7 +109,11 @@ def batch_fan_out(state: HubState, control: HubControl, batch: list[Record | Par
                         last[sub] = progress_id
         if len(out) >= FLUSH_STREAMS:
             fan.filtered_flush()
+    if records:
+        fan.stamps_note(batch)
     fan.finish(records, taken, topic_rejected, undecodable)
+    if state.watch is not None:
+        state.watch.batch(state, batch)
 
 
 class BatchOut:
@@ -119,7 +124,19 @@ class BatchOut:
     per group), never per frame per stream.
     """
 
-    __slots__ = ("before", "control", "dropped", "flushed", "last", "out", "passed", "shared", "shared_last", "state")
+    __slots__ = (
+        "before",
+        "control",
+        "dropped",
+        "flushed",
+        "last",
+        "oldest_ms",
+        "out",
+        "passed",
+        "shared",
+        "shared_last",
+        "state",
+    )
 
     def __init__(self, state: HubState, control: HubControl) -> None:
         self.state = state
@@ -134,6 +151,15 @@ class BatchOut:
         self.last: dict[Subscriber, str] = {}
         self.passed: defaultdict[str, int] = defaultdict(int)
         self.dropped: BatchDrops | None = None  # made on the first drop (most batches have none)
+        self.oldest_ms = 0  # Kafka timestamp of the batch's first record (0: none, or not known)
+
+    def stamps_note(self, batch: list[Record | PartitionEnd]) -> None:
+        """The timestamps of the batch's first and last record: the lag of its writes, the hub's newest record."""
+        first = next((item for item in batch if isinstance(item, Record)), None)
+        last = next((item for item in reversed(batch) if isinstance(item, Record)), None)
+        if first is not None and last is not None:
+            self.oldest_ms = max(0, first.timestamp)
+            self.state.newest_ms = max(self.state.newest_ms, last.timestamp)
 
     def rejected(self, route: str, streams: int, schema: SchemaCheck, record: Record) -> None:
         """A record a route's schema rejects: kept from ``streams`` streams of ``route``, and logged."""
@@ -178,6 +204,8 @@ class BatchOut:
         counters.records_in += records
         self.shared_send()
         self.filtered_send()
+        if self.oldest_ms:
+            self.lag_observe()
         if taken or topic_rejected or undecodable:
             counters.schema_invalid += topic_rejected
             counters.undecodable += undecodable
@@ -191,6 +219,15 @@ class BatchOut:
                 live_routes=[sub.route for sub in live] if topic_rejected or undecodable else [],
                 filtered_routes=live.filtered_routes,
             )
+
+    def lag_observe(self) -> None:
+        """Each route written to in this batch: now minus its oldest record's timestamp, once per route."""
+        lag = time.time() - self.oldest_ms / 1000
+        tally = self.state.tally
+        routes = {group.route for group in self.shared}
+        routes.update(self.passed)
+        for route in routes:
+            tally(route).lag.observe(lag)
 
     # The two sends below write each stream inline (no call per stream): with thousands of live
     # streams the batch's writes are most of its cost. A congested stream is not written: the

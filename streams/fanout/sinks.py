@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from streams.core.asgi import Send
+from streams.core.compression import Encoder
 
 
 class Flow(Protocol):
@@ -31,6 +32,9 @@ class Flow(Protocol):
 
     def write(self, data: bytes) -> bool:
         """Send ``data`` now (or queue it in the transport); False only if it cannot be taken."""
+
+    def compress(self, encoder: Encoder) -> None:
+        """Compress and flush every later write with ``encoder`` (the head said ``Content-Encoding``)."""
 
     async def wait_resumed(self) -> None:
         """Return once the transport asks for more (at once if it is not paused)."""

@@ -22,6 +22,16 @@ from streams.fanout.subscriber import Subscriber
 
 if TYPE_CHECKING:
     from streams.core.schemas import SchemaCheck
+    from streams.fanout.kafka import PartitionEnd
+
+
+class BatchWatch(Protocol):
+    """Something that looks at each batch after its fan-out (traces: ``streams.edge.streaming.tracing``).
+
+    Set on a hub only while used: with none, the fan-out pays one test per batch.
+    """
+
+    def batch(self, state: HubState, batch: list[Record | PartitionEnd]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -64,6 +74,10 @@ class HubState:
     schema: SchemaCheck | None = None
     tally: RouteTally = field(default_factory=RouteTally)
     counters: HubCounters = field(default_factory=HubCounters)
+    # Kafka timestamp (epoch ms) of the newest record the hub has read: the fetch lag in seconds.
+    newest_ms: int = 0
+    # Called with each batch after its fan-out, if set (traces).
+    watch: BatchWatch | None = None
     # Set (and replaced) after every batch: catch-ups ahead of the hub wait on it.
     advanced: asyncio.Event = field(default_factory=asyncio.Event)
     # Where each partition's log began anew, for partitions the hub saw start over (a topic created

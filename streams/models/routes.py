@@ -116,6 +116,14 @@ class Route(Timestamped):
         default=False,
         help_text="Accept ?where= from clients, ANDed with the route's filters: it can only narrow what they allow.",
     )
+    compression = models.BooleanField(
+        default=False, help_text="Compress streams (Brotli or gzip, flushed per event) for clients that accept it."
+    )
+    compression_min_bytes = models.PositiveIntegerField(
+        default=0,
+        blank=True,  # a form that leaves it out keeps the default
+        help_text="Send plain when the route's events average fewer bytes than this (0: always compress).",
+    )
     enabled = models.BooleanField(default=True)
     description = models.CharField(max_length=200, blank=True)
 

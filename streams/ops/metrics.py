@@ -12,12 +12,13 @@ import asyncio
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from common.database import database_watch
@@ -140,6 +141,13 @@ class HubCollector(Collector):
             "Records that failed the route's schema (once per record on the live feed, once per catch-up reading it).",
             labels=labels,
         )
+        lag = HistogramMetricFamily(
+            "sluice_delivery_lag_seconds",
+            "Now minus the record's Kafka timestamp (CreateTime unless the topic sets LogAppendTime) when it is "
+            "written to the streams' sockets: once per fetched batch and route, and per write of a live stream "
+            "that fell behind.",
+            labels=labels,
+        )
         for topic, hub in hubs:
             streams: dict[str, int] = {}
             for sub in [*hub.live, *hub.catching_up]:
@@ -150,10 +158,12 @@ class HubCollector(Collector):
                 delivered.add_metric([route, topic], counts.delivered)
                 sent_bytes.add_metric([route, topic], counts.bytes)
                 route_schema.add_metric([route, topic], counts.schema_records)
+                if counts.lag.count:
+                    lag.add_metric([route, topic], counts.lag.cumulative(), counts.lag.total)
                 values = (counts.filtered, counts.schema, counts.invalid, counts.slow, counts.undecodable)
                 for reason, value in zip(_DROP_REASONS, values, strict=True):
                     dropped.add_metric([route, topic, reason], value)
-        yield from (open_streams, delivered, sent_bytes, dropped, route_schema)
+        yield from (open_streams, delivered, sent_bytes, dropped, route_schema, lag)
 
     @staticmethod
     def _kafka(hubs: list[tuple[str, TopicHub]]) -> Iterator[Metric]:
@@ -176,6 +186,41 @@ class HubCollector(Collector):
                 ratio.add_metric([topic], counters.catch_ups_cache / total)
         yield lag
         yield ratio
+        yield from _fetch_lag(hubs)
+
+
+def hub_cluster(name: str) -> str:
+    """The cluster of a hub named ``topic`` (the default cluster) or ``cluster/topic`` (streams.fanout.hubs)."""
+    return name.split("/", 1)[0] if "/" in name else "default"
+
+
+def _fetch_lag(hubs: list[tuple[str, TopicHub]]) -> Iterator[Metric]:
+    """Per cluster: records its hubs have yet to read, and how old the newest record they read is while behind."""
+    records: dict[str, int] = {}
+    seconds: dict[str, float] = {}
+    now = time.time()
+    for name, hub in hubs:
+        cluster = hub_cluster(name)
+        behind = sum(hub.lag().values())
+        records[cluster] = records.get(cluster, 0) + behind
+        newest = hub.state.newest_ms
+        age = max(0.0, now - newest / 1000) if behind and newest > 0 else 0.0
+        seconds[cluster] = max(seconds.get(cluster, 0.0), age)
+    in_records = GaugeMetricFamily(
+        "sluice_fetch_lag_records",
+        "Records the cluster's hubs have yet to read: log end (high watermark) minus the hubs' positions.",
+        labels=["cluster"],
+    )
+    in_seconds = GaugeMetricFamily(
+        "sluice_fetch_lag_seconds",
+        "While a hub of the cluster is behind the log end: now minus the Kafka timestamp of the newest record "
+        "it has read (the most of the cluster's hubs); 0 when all are level.",
+        labels=["cluster"],
+    )
+    for cluster in sorted(records):
+        in_records.add_metric([cluster], records[cluster])
+        in_seconds.add_metric([cluster], seconds[cluster])
+    yield from (in_records, in_seconds)
 
 
 class WorkerMetrics(Collector):

@@ -13,6 +13,11 @@ Twisted. Twisted's own path buffers every write and, on the asyncio reactor,
 registers the socket with epoll for writing and unregisters it once drained:
 two ``epoll_ctl`` calls and a loop hop per write, which at 1000 clients was
 most of the gateway's CPU (docs/benchmarks.md).
+
+A compressed stream (``Content-Encoding: br`` or ``gzip``) hands its flow an
+encoder with :meth:`RequestFlow.compress`: every write is compressed and flushed
+where it reaches the socket, so each event or heartbeat leaves whole. A plain
+stream's flow holds ``None`` there and pays one test per write.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from twisted.web import http
 from twisted.web.http_headers import Headers
 from zope.interface import implementer
 
+from streams.core.compression import Encoder
 from streams.edge.http.request import flow_attach
 from streams.server.inputs import InputQueue
 from streams.server.reaping import EventReaping
@@ -51,7 +57,7 @@ except ImportError:  # pragma: no cover - the extra is in requirements.txt
 class RequestFlow:
     """Direct, flow-controlled writes to one daphne request."""
 
-    __slots__ = ("request", "paused", "paused_bytes", "_registered", "_resumed", "_stopped", "_direct")
+    __slots__ = ("request", "paused", "paused_bytes", "_registered", "_resumed", "_stopped", "_direct", "_encoder")
 
     def __init__(self, request: http.Request) -> None:
         self.request = request
@@ -62,6 +68,11 @@ class RequestFlow:
         self._stopped = False
         # The plain TCP transport of a chunked HTTP/1.1 response, once headers are out (see _send).
         self._direct: TcpServer | None = None
+        self._encoder: Encoder | None = None
+
+    def compress(self, encoder: Encoder) -> None:
+        """Compress (and flush) everything written from now on with ``encoder``."""
+        self._encoder = encoder
 
     def write(self, data: bytes) -> bool:
         request = self.request
@@ -69,6 +80,8 @@ class RequestFlow:
             # Gone, not slow: the data is dropped and the stream app ends on the
             # http.disconnect daphne sends it (a False here would count a cut).
             return True
+        if self._encoder is not None:
+            data = self._encoder(data)
         if not self._registered:
             request.registerProducer(self, True)
             self._registered = True
@@ -162,6 +175,9 @@ class RequestFlow:
         """End the response: the last chunk, then the connection is free for the next request."""
         request = self.request
         if not request.finished and not request._disconnected and request.channel is not None:
+            encoder, self._encoder = self._encoder, None
+            if encoder is not None:
+                self.write(encoder.finish())
             request.finish()
 
     def abort(self) -> None:

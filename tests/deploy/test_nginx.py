@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import re
+import zlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import brotli
 import httpx
 import pytest
 
@@ -145,3 +147,24 @@ async def test_a_new_stream_skips_a_gateway_that_is_down(
     for _ in range(4):
         async with open_stream(client, f"/lb-down/{topic}") as stream:
             await stream.read_until(lambda s: s.data == ["only"])
+
+
+@pytest.mark.parametrize("coding", ["br", "gzip"])
+async def test_a_compressed_stream_passes_through_unbuffered(
+    client: httpx.AsyncClient, kafka: Kafka, route: Callable[..., Any], coding: str
+) -> None:
+    """Each event, compressed and flushed by the gateway, decodes from what nginx passed on so far."""
+    topic = kafka.topic()
+    route(path=f"/lbz/{coding}/{{topic}}", topic="${params.topic}", compression=True, heartbeat_seconds=QUIET)
+    async with client.stream("GET", f"/lbz/{coding}/{topic}", headers={"accept-encoding": coding}) as response:
+        assert response.status_code == 200
+        # X-Accel-Buffering is nginx's own: it reads it and does not pass it on.
+        assert response.headers["content-encoding"] == coding
+        decode = brotli.Decompressor().process if coding == "br" else zlib.decompressobj(16 + zlib.MAX_WBITS).decompress
+        stream = Stream(response)
+        chunks = response.aiter_raw()
+        stream._chunks = (decode(chunk) async for chunk in chunks)
+        await stream.read_until(lambda s: bool(s.events))
+        for n in range(3):
+            kafka.produce(topic, f"compressed-{n}")
+            await stream.read_until(lambda s, n=n: f"compressed-{n}" in s.data, limit=UNBUFFERED_WITHIN)

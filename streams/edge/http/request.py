@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from urllib.parse import parse_qs
 
 from streams.core.asgi import Scope
+from streams.core.compression import Encoding, encoding_choose
 from streams.core.errors import InvalidLastEventId, InvalidSince
 from streams.core.ids import MAX_EVENT_ID_BYTES, EventId, EventIdError, event_id_parse
 from streams.fanout.sinks import Flow
@@ -54,6 +55,10 @@ class StreamRequest:
             if key == name:
                 return bytes(value)
         return None
+
+    def encoding(self, *, brotli_ok: bool = True) -> Encoding | None:
+        """The content coding this client accepts that Sluice prefers (``Accept-Encoding``), if any."""
+        return encoding_choose(self.header(b"accept-encoding"), brotli_ok=brotli_ok)
 
     @property
     def content_type(self) -> str:

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 from streams.core.asgi import Message, Send
+from streams.core.compression import Encoding
 from streams.core.errors import StreamError
 from streams.core.sse import CONTENT_TYPE
 
+# no-transform: a proxy must not recompress (or buffer to compress) the stream; X-Accel-Buffering: nginx
+# passes each chunk on at once. Vary: the same URL answers compressed or not by Accept-Encoding.
 STREAM_HEADERS = [
     (b"content-type", CONTENT_TYPE),
-    (b"cache-control", b"no-cache"),
+    (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
+    (b"vary", b"Accept-Encoding"),
 ]
 
 
-async def stream_start(send: Send) -> None:
-    await send({"type": "http.response.start", "status": 200, "headers": STREAM_HEADERS})
+async def stream_start(send: Send, encoding: Encoding | None = None) -> None:
+    headers = STREAM_HEADERS if encoding is None else [*STREAM_HEADERS, (b"content-encoding", encoding.token)]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
 
 
 async def stream_finish(send: Send) -> None:

@@ -15,13 +15,16 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from streams.conf import streams_settings
 from streams.core.asgi import Receive, Send
 from streams.core.closing import CloseReason
+from streams.core.compression import BrotliEncoder, Encoding
 from streams.core.routes import RouteSpec
 from streams.edge.authorization.reconfiguration import OpenStream
 from streams.edge.http.request import StreamRequest
 from streams.edge.http.responses import stream_finish, stream_start
 from streams.edge.streaming.ending import StreamEnd
+from streams.edge.streaming.kafka_stream import HubStream
 from streams.edge.streaming.source import StreamSource
 from streams.fanout.sinks import Flow, FlowSink, QueueSink, Sink
 
@@ -59,10 +62,17 @@ async def stream_serve(
     """
     flow = request.flow
     if not head_sent:
-        await stream_start(send)
+        encoding = stream_encoding(request, source, [watch.route for watch in watched])
+        await stream_start(send, encoding)
+        if encoding is not None and flow is not None:
+            flow.compress(encoding.encoder())
     sink = sink_for(flow, send, limit)
     end.source_hold(source)
     source.attach(sink)
+    if streams_settings.TRACING and isinstance(source, HubStream):
+        from streams.edge.streaming.tracing import stream_trace  # optional: imported only with traces on
+
+        stream_trace(source)
     # A change of a route (disabled, deleted, guard tightened) may end the stream (live reconfiguration).
     end.watch([OpenStream(watch.route, request.scope, request.query, end=watch.end) for watch in watched])
     # A guarded stream ends when its token expires (nothing after exp is delivered),
@@ -83,6 +93,36 @@ async def stream_serve(
         if isinstance(sink, QueueSink):
             await sink.close()
         await stream_finish(send)
+
+
+def stream_encoding(request: StreamRequest, source: StreamSource, routes: Sequence[RouteSpec]) -> Encoding | None:
+    """How to compress this stream: as the client accepts, if each of its routes compresses, else None.
+
+    Only on Sluice's server (the encoder sits where the flow writes to the socket); a stream
+    held while Kafka was away sent its head before its routes were known, and stays plain.
+    A route whose events, as this worker has sent them so far, average under its
+    ``compression_min_bytes`` is sent plain: a flush costs some bytes per write. Past
+    ``BROTLI_MAX_STREAMS`` Brotli streams in this process, a client that accepts gzip gets gzip.
+    """
+    if request.flow is None or not routes or not all(route.compression for route in routes):
+        return None
+    encoding = request.encoding(brotli_ok=BrotliEncoder.live < streams_settings.BROTLI_MAX_STREAMS)
+    if encoding is None:
+        return None
+    size = event_bytes_mean(source)
+    if size is not None and size < max(route.compression_min_bytes for route in routes):
+        return None
+    return encoding
+
+
+def event_bytes_mean(source: StreamSource) -> float | None:
+    """The mean size of the events the source's route was sent by its hub so far (None: not known yet)."""
+    if not isinstance(source, HubStream):
+        return None
+    counts = source.hub.state.tally.by_route.get(source.route.pattern.source)
+    if counts is None or not counts.delivered:
+        return None
+    return counts.bytes / counts.delivered
 
 
 def client_disconnect(receive: Receive) -> asyncio.Task[None]:

@@ -375,3 +375,13 @@ def test_where_and_client_filter_round_trip(db: None, tmp_yaml: Any) -> None:
     assert route.where == "value.league == ${params.league} and value.goals > 2"
     assert route.client_filter
     assert "0 created, 0 updated, 2 unchanged" in applyconfig(path)
+
+
+def test_route_compression_applies_and_exports_nested(db: None, tmp_yaml: Any) -> None:
+    text = "routes:\n  - path: /cz\n    topic: t\n    compression: {enabled: true, min_bytes: 128}\n"
+    applyconfig(tmp_yaml(text))
+    route = Route.objects.get(path="/cz")
+    assert (route.compression, route.compression_min_bytes) == (True, 128)
+    exported = exportconfig()
+    assert "compression:" in exported
+    assert "min_bytes: 128" in exported

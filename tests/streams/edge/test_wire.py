@@ -141,7 +141,7 @@ async def test_response_head(client, kafka, route) -> None:
     async with open_stream(client, f"/w/head/{topic}") as stream:
         headers = stream.response.headers
         assert headers["content-type"] == "text/event-stream; charset=utf-8"
-        assert headers["cache-control"] == "no-cache"
+        assert headers["cache-control"] == "no-cache, no-transform"
         assert headers["x-accel-buffering"] == "no"
         await stream.started()
 
@@ -669,7 +669,7 @@ async def test_head_gives_headers_and_no_body(client, kafka, route) -> None:
     response = await client.head(f"/w/hd/{topic}")
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
-    assert response.headers["cache-control"] == "no-cache"
+    assert response.headers["cache-control"] == "no-cache, no-transform"
     assert response.content == b""
     # HEAD is refused like GET would be.
     response = await client.head(f"/w/hd/{topic}", headers={"last-event-id": "garbage!"})

@@ -121,3 +121,27 @@ async def test_refusals_and_challenges_counted(client, kafka, route, stream_db) 
     assert value(samples, "sluice_admission_refusals_total", route=path) == 3
     assert value(samples, "sluice_challenges_sent_total", route=path) == 1
     assert value(samples, "sluice_challenges_answered_total", route=path, result="accepted") == 1
+
+
+async def test_delivery_lag_and_fetch_lag_are_exported(client, kafka, route) -> None:
+    topic = kafka.topic()
+    path = f"/m/lag/{uuid.uuid4().hex[:8]}"
+    route(path=path, topic=topic)
+    async with open_stream(client, path) as stream:
+        await stream.started()
+        # Timestamps set by the producer (CreateTime): one 5 s in the past, so the histogram's sum shows it.
+        kafka.produce(topic, "late", timestamp=int(time.time() * 1000) - 5000)
+        await stream.read_messages(1)
+
+        async def observed() -> dict[str, list[tuple[dict[str, str], float]]] | None:
+            now = await scrape(client)
+            return now if value(now, "sluice_delivery_lag_seconds_count", route=path, topic=topic) >= 1 else None
+
+        now = await condition_wait_async(observed, within=WAIT, what="the delivery lag to be observed")
+    labels = {"route": path, "topic": topic}
+    assert value(now, "sluice_delivery_lag_seconds_sum", **labels) >= 5.0
+    assert value(now, "sluice_delivery_lag_seconds_bucket", le="+Inf", **labels) == 1
+    assert value(now, "sluice_delivery_lag_seconds_bucket", le="5.0", **labels) == 0
+    assert [labels for labels, _ in now["sluice_fetch_lag_records"]] == [{"cluster": "default"}]
+    assert value(now, "sluice_fetch_lag_records", cluster="default") >= 0
+    assert value(now, "sluice_fetch_lag_seconds", cluster="default") >= 0
