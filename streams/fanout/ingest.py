@@ -109,9 +109,7 @@ def batch_fan_out(state: HubState, control: HubControl, batch: list[Record | Par
                         last[sub] = progress_id
         if len(out) >= FLUSH_STREAMS:
             fan.filtered_flush()
-    if records:
-        fan.stamps_note(batch)
-    fan.finish(records, taken, topic_rejected, undecodable)
+    fan.finish(batch, records, taken, topic_rejected, undecodable)
     if state.watch is not None:
         state.watch.batch(state, batch)
 
@@ -196,8 +194,12 @@ class BatchOut:
         self.control.log_restart(partition, offset)
         self.before = self.flushed = dict(self.state.positions)
 
-    def finish(self, records: int, taken: int, topic_rejected: int, undecodable: int) -> None:
+    def finish(
+        self, batch: list[Record | PartitionEnd], records: int, taken: int, topic_rejected: int, undecodable: int
+    ) -> None:
         """Evict what the cache holds over its bounds, write every stream its frames, count the batch."""
+        if records:
+            self.stamps_note(batch)  # before the writes: they observe the batch's lag
         state = self.state
         state.cache.evict()
         counters = state.counters
