@@ -68,6 +68,8 @@ class RouteFields(TypedDict, total=False):
     allow_credentials: bool
     where: str
     client_filter: bool
+    compression: bool
+    compression_min_bytes: int
     enabled: bool
     description: str
 
