@@ -72,6 +72,7 @@ METRICS = {
     "catch_ups_cache": "sluice_catch_ups_cache_total",
     "catch_ups_kafka": "sluice_catch_ups_kafka_total",
     "cut": "sluice_slow_clients_cut_total",
+    "subscribers": "sluice_subscribers",
 }
 
 
@@ -337,7 +338,8 @@ class Soak:
         print(
             f"  {values['minute']:5.1f} min  streams {values['streams']:5.0f}  rss {values['rss'] / 2**20:6.1f} MiB  "
             f"fds {values['fds']:5.0f}  threads {values['threads']:3.0f}  hubs {values['hubs']:2.0f}  "
-            f"tasks {values['tasks']:5.0f}  p50 {values['p50']:6.1f} ms  p99 {values['p99']:7.1f} ms  "
+            f"tasks {values['tasks']:5.0f}  subscribers {values['subscribers']:5.0f}  "
+            f"p50 {values['p50']:6.1f} ms  p99 {values['p99']:7.1f} ms  "
             f"events {t.events}  lost {t.lost}  dup {t.duplicated}  ends {t.unasked_ends}  "
             f"challenges {t.challenges}/{t.answered}/{t.answer_failed}  refused {t.refused}  replayed {t.replayed}  "
             f"catch-ups {values['catch_ups_cache']:.0f}/{values['catch_ups_kafka']:.0f}  cut {values['cut']:.0f}  "
