@@ -125,7 +125,7 @@ class Totals:
         self.events = self.lost = self.duplicated = 0
         self.sessions = self.unasked_ends = self.refused = 0
         self.statuses: dict[int, int] = {}
-        self.challenges = self.answered = self.answer_failed = 0
+        self.challenges = self.answered = self.answer_failed = self.answers_resent = 0
         self.fresh = self.resumes_recent = self.resumes_old = 0
         self.latencies: list[float] = []  # of events delivered live, since the last sample
         self.replayed = 0  # events produced before the session that delivered them began (catch-ups)
@@ -235,19 +235,25 @@ class Client:
         self.last_seq = seq
 
     async def answer(self) -> None:
-        """The challenge's answer: ``POST`` a fresh token to the stream's URL."""
+        """The challenge's answer: ``POST`` a fresh token to the stream's URL; sent again after a 503's
+        ``retry-after`` (1 s), as ``sluice.js`` does, up to 3 times."""
         totals = self.soak.totals
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", self.soak.port)
-            writer.write(
-                f"POST {self.path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {self.token()}\r\n"
-                "content-type: application/x-challenge-response\r\ncontent-length: 0\r\n"
-                "connection: close\r\n\r\n".encode()
-            )
-            status = int((await reader.readuntil(b"\r\n")).split(b" ", 2)[1])
-            writer.close()
-        except (OSError, asyncio.IncompleteReadError, ValueError):
-            status = 0
+        for attempt in range(3):
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", self.soak.port)
+                writer.write(
+                    f"POST {self.path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {self.token()}\r\n"
+                    "content-type: application/x-challenge-response\r\ncontent-length: 0\r\n"
+                    "connection: close\r\n\r\n".encode()
+                )
+                status = int((await reader.readuntil(b"\r\n")).split(b" ", 2)[1])
+                writer.close()
+            except (OSError, asyncio.IncompleteReadError, ValueError):
+                status = 0
+            if status != 503:
+                break
+            totals.answers_resent += attempt < 2
+            await asyncio.sleep(1.0)
         if status == 204:
             totals.answered += 1
         else:
@@ -485,7 +491,8 @@ def report(soak: Soak, args: argparse.Namespace, end: dict[str, Any]) -> tuple[s
         f"reconfigured every {args.reconfigure_seconds:g} s. Messages produced {end['produced']}; events received "
         f"{t.events}; sessions {t.sessions} (fresh clients {t.fresh}, resumed after 0.5 to 2 s {t.resumes_recent}, "
         f"after 5 to 35 s {t.resumes_old}); responses by status {status_text}; challenges {t.challenges}, "
-        f"answered 204 {t.answered}, answers refused {t.answer_failed}; streams ended unasked {t.unasked_ends}; "
+        f"answered 204 {t.answered} ({t.answers_resent} sent again after a 503), "
+        f"answers refused {t.answer_failed}; streams ended unasked {t.unasked_ends}; "
         f"reconfigurations {soak.reconfigurations} ({soak.reconfigure_failed} failed); latency p50/p99 "
         f"{first['p50']:.1f}/{first['p99']:.1f} ms in the first sample after the warm-up, "
         f"{last['p50']:.1f}/{last['p99']:.1f} ms in the last; load average at the end {end['load']}.",
