@@ -32,8 +32,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.xfail(
     strict=False,
-    reason="the gateway's RSS grows ~240 MiB/min with guarded streams renewing 10-second tokens "
-    "(docs/reliability.md, A long run): not flat yet",
+    reason="on a loaded machine the gateway's RSS grew ~240 MiB/min and streams ended unasked while opening; "
+    "alone it passed at +13.1 % of its 15 % (docs/reliability.md, A long run)",
 )
 def test_three_minute_soak(tmp_path: Path) -> None:
     command = [
