@@ -69,7 +69,11 @@ def cluster_access(cluster: ClusterSpec) -> KafkaAccess:
 
 def topic_cluster(topic: str) -> ClusterSpec:
     """The cluster ``topic`` lives on (its row's, else the default one)."""
-    row = Topic.objects.filter(name=topic).select_related("cluster").first()
+    return topic_row_cluster(Topic.objects.filter(name=topic).select_related("cluster").first())
+
+
+def topic_row_cluster(row: Topic | None) -> ClusterSpec:
+    """The cluster a topic row names, else (no row, or a row naming none) the default one."""
     return row.cluster.spec() if row is not None and row.cluster is not None else default_cluster()
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from streams.clusters import cluster_client, default_cluster
+from streams.clusters import cluster_client, topic_row_cluster
 from streams.core.clusters import ClusterError, ClusterSpec
 from streams.models import Topic
 
@@ -117,11 +117,6 @@ class _AnswerCache:
 _answers = _AnswerCache()
 
 
-def topic_cluster_spec(topic: Topic) -> ClusterSpec:
-    """The cluster ``topic`` lives on: its row's, else the environment's."""
-    return topic.cluster.spec() if topic.cluster_id is not None and topic.cluster else default_cluster()
-
-
 def _admin(cluster: ClusterSpec) -> AdminClient:
     """An admin client for ``cluster`` (``ClusterError`` if it cannot be made as written)."""
     client = cluster_client(cluster)
@@ -204,17 +199,14 @@ def topic_states(topics: Iterable[tuple[str, ClusterSpec]], *, budget: float = S
 
 def topic_rows_state(topics: Iterable[Topic], *, budget: float = STATE_SECONDS) -> dict[str, TopicState]:
     """The state of configured topics (rows fetched with their cluster), by name."""
-    return topic_states(((topic.name, topic_cluster_spec(topic)) for topic in topics), budget=budget)
+    return topic_states(((topic.name, topic_row_cluster(topic)) for topic in topics), budget=budget)
 
 
 def topic_names_state(names: Iterable[str], *, budget: float = STATE_SECONDS) -> dict[str, TopicState]:
     """The state of topics by name: on their row's cluster if configured, else on the environment's."""
     wanted = set(names)
     rows = {topic.name: topic for topic in Topic.objects.filter(name__in=wanted).select_related("cluster")}
-    default = default_cluster()
-    return topic_states(
-        ((name, topic_cluster_spec(rows[name]) if name in rows else default) for name in wanted), budget=budget
-    )
+    return topic_states(((name, topic_row_cluster(rows.get(name))) for name in wanted), budget=budget)
 
 
 class TopicCreateError(Exception):
@@ -248,7 +240,7 @@ def topic_create(topic: Topic, *, timeout: float = CREATE_SECONDS) -> TopicCreat
 
     A topic that exists already is not an error: it is left as it is, and the answer says so.
     """
-    cluster = topic_cluster_spec(topic)
+    cluster = topic_row_cluster(topic)
     where = f"topic {topic.name} on cluster {cluster.name}"
     new = NewTopic(
         topic.name,
