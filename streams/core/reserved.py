@@ -20,7 +20,7 @@ from streams.core.patterns import PathPattern
 # Paths answered by Sluice itself, exactly.
 RESERVED_PATHS = ("/", "/healthz", "/readyz", "/metrics", "/asyncapi.json", "/favicon.ico", "/streams")
 # Path prefixes answered by Sluice itself (the prefix without its slash too: Django redirects it).
-RESERVED_PREFIXES = ("/admin/", "/api/", "/auth/", "/viewer/")
+RESERVED_PREFIXES = ("/admin/", "/api/", "/auth/", "/client/", "/viewer/")
 
 
 @dataclass(frozen=True, slots=True)

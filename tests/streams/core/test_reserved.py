@@ -24,6 +24,8 @@ from tests.support.route_specs import route_spec
         ("/api/routes/", "/api/"),
         ("/auth/token", "/auth/"),
         ("/viewer/", "/viewer/"),
+        ("/client/sluice@1.2.0/sluice.js", "/client/"),
+        ("/client", "/client/"),
         ("/events", None),
         ("/metricsx", None),
         ("/administrator", None),
@@ -50,6 +52,7 @@ def test_static_prefix_comes_from_the_static_url() -> None:
         ("/api", "/api/"),
         ("/auth/{x}", "/auth/"),
         ("/viewer/*", "/viewer/"),
+        ("/client/{file}", "/client/"),
     ],
 )
 def test_a_literal_first_segment_naming_an_endpoint_is_refused(pattern: str, endpoint: str) -> None:
@@ -72,6 +75,7 @@ def test_a_general_pattern_names_the_endpoints_it_never_serves() -> None:
         "/admin/",
         "/api/",
         "/auth/",
+        "/client/",
         "/viewer/",
     )
     assert "/" in RESERVED.shadowed(pattern_compile("/*"))
