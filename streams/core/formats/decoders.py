@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,10 @@ from streams.core.formats.spec import (
 
 Decoder = Callable[[bytes], Any]
 SchemaKey = int | str  # a schema's id, or its GUID's text
+# How long a schema id the registry does not know is taken as unknown (a later registration
+# is seen after this), and how many such ids a decoder keeps.
+UNKNOWN_SCHEMA_SECONDS = 30.0
+UNKNOWN_SCHEMAS_KEPT = 1024
 _AVRO_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 
 
@@ -62,6 +67,9 @@ class _RegistryDecoder:
 
         self.url = url
         self.client = registry_client(url)
+        # Schema ids the registry said it does not know, until when: a poisoned topic's
+        # records are skipped without one registry request each.
+        self._unknown: dict[SchemaKey, tuple[float, str]] = {}
         self.context = SerializationContext(topic, MessageField.KEY if part == "key" else MessageField.VALUE)
 
     def _header(self, schema_type: str, data: bytes) -> tuple[Any, io.BytesIO]:
@@ -77,15 +85,24 @@ class _RegistryDecoder:
 
         :class:`Undecodable` for a schema of another kind (an Avro schema can be valid
         JSON Schema text, and the reverse), or if the registry does not know it;
-        :class:`RegistryUnavailable` if it does not answer.
+        :class:`RegistryUnavailable` if it does not answer. A "not found" is remembered
+        for :data:`UNKNOWN_SCHEMA_SECONDS`.
         """
+        remembered = self._unknown.get(key)
+        if remembered is not None and remembered[0] > time.monotonic():
+            raise Undecodable(remembered[1])  # a new one: a raised exception keeps its traceback
         try:
             if isinstance(key, str):
                 schema = self.client.get_schema_by_guid(key, fmt=fmt)
             else:
                 schema = self.client.get_schema(key, fmt=fmt)
         except Exception as exc:
-            raise registry_failure(exc, self.url, f"schema {key}: ") from exc
+            failure = registry_failure(exc, self.url, f"schema {key}: ")
+            if isinstance(failure, Undecodable):
+                if len(self._unknown) >= UNKNOWN_SCHEMAS_KEPT:
+                    self._unknown.clear()
+                self._unknown[key] = (time.monotonic() + UNKNOWN_SCHEMA_SECONDS, str(failure))
+            raise failure from exc
         if (schema.schema_type or "AVRO") != schema_type:
             raise Undecodable(f"schema {key} is {schema.schema_type}, not {schema_type}")
         return schema

@@ -69,6 +69,6 @@ def registry_failure(exc: Exception, url: str, what: str = "") -> Undecodable | 
     if isinstance(exc, SchemaRegistryError):
         status = exc.http_status_code
         if 400 <= status < 500 and status not in (408, 429):
-            return Undecodable(f"registry {where}: {exc.error_message} (HTTP {status})")
+            return Undecodable(f"{what}registry {where}: {exc.error_message} (HTTP {status})")
         return RegistryUnavailable(f"registry {where}: HTTP {status} {exc.error_message}")
     return RegistryUnavailable(f"registry {where}: {type(exc).__name__}: {exc}")
