@@ -1,7 +1,9 @@
 """Live demo data: football scores, keyed by match, with a league header.
 
-Goals and minutes are published as JSON; when a match ends its key gets a
-tombstone (a ``delete`` event in the browser) and a new match takes its place.
+Goals and minutes are published as JSON (``goals`` is the two sides' sum, so a
+``where`` filter can ask for "at least N goals": the language has no arithmetic);
+when a match ends its key gets a tombstone (a ``delete`` event in the browser)
+and a new match takes its place.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from confluent_kafka import Producer
 
 DEMO_TOPIC = "demo.scores"
 DEMO_PARTITIONS = 3
+# The demo route pages may narrow with ?where= (client_filter), and the page that does.
+DEMO_LIVE_ROUTE = "/demo/live"
 
 _TEAMS = {
     "premier": ["Arsenal", "Chelsea", "Liverpool", "Everton", "Fulham", "Brentford", "Spurs", "Wolves"],
@@ -82,6 +86,7 @@ class DemoProducer:
             "home": match.home,
             "away": match.away,
             "score": match.score,
+            "goals": sum(match.score),
             "minute": match.minute,
             "ts": int(time.time() * 1000),
         }

@@ -14,7 +14,7 @@ from django.core.management import call_command
 
 from demo.conf import demo_settings
 from demo.pipeline import DEMO_PIPELINE_ROUTE, DEMO_PIPELINE_TOPIC, DemoPipelineJob, demo_pipeline_setup
-from demo.scores import DEMO_PARTITIONS, DEMO_TOPIC, DemoProducer
+from demo.scores import DEMO_LIVE_ROUTE, DEMO_PARTITIONS, DEMO_TOPIC, DemoProducer
 from guards.conf import guards_settings
 from guards.issuer import DEV_GUARD, issuer_key_ensure
 from guards.services import dev_guard_ensure
@@ -48,6 +48,14 @@ def demo_start(bootstrap: str, say: Any) -> list[Running]:
         order=10,
     )
     route_upsert(
+        path=DEMO_LIVE_ROUTE,
+        topic=DEMO_TOPIC,
+        initial="snapshot",
+        client_filter=True,
+        description="Every match, current scores first; a page may narrow it with ?where= (see /viewer/scores/)",
+        order=15,
+    )
+    route_upsert(
         path="/demo/leagues/{league}",
         topic=DEMO_TOPIC,
         allow_since=True,
@@ -74,6 +82,7 @@ def demo_start(bootstrap: str, say: Any) -> list[Running]:
         user_model.objects.create_superuser("admin", "admin@localhost", password)
         say(f"Demo admin: user 'admin', password '{password}' (shown once)")
     say(ADMIN_PASSWORD_HINT)
+    say("Live scores filtered by goals or minute, through sluice.js's where option: /viewer/scores/")
     running: list[Running] = [DemoProducer(client).start()]
     if not demo_settings.DEMO_PIPELINE:
         return running

@@ -9,6 +9,7 @@ from rest_framework.routers import DefaultRouter
 from rest_framework_simplejwt.views import TokenRefreshView
 
 from common.api import StaffTokenObtainPairView
+from demo import views as demo_views
 from guards import api as guards_api
 from guards import views as guard_views
 from pipeline import api as pipeline_api
@@ -31,6 +32,8 @@ for _api in (streams_api, guards_api, pipeline_api):
 urlpatterns = [
     path("", views.index, name="index"),
     path("viewer/", views.viewer, name="viewer"),
+    # Under /viewer/, one of Sluice's own prefixes: no route can shadow the demo's page.
+    path("viewer/scores/", demo_views.scores, name="demo-scores"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("favicon.ico", views.favicon, name="favicon"),

@@ -29,8 +29,15 @@ async def test_demo_serves_live_scores_and_guards_its_secure_route(
     async with httpx.AsyncClient(base_url=gateway.url, timeout=httpx.Timeout(WAIT)) as http:
         page = await http.get("/", headers={"accept": "text/html"})
         assert page.status_code == 200
-        for path in ("/demo/scores", "/demo/leagues/{league}", "/demo/secure/leagues/{league}"):
+        for path in ("/demo/scores", "/demo/live", "/demo/leagues/{league}", "/demo/secure/leagues/{league}"):
             assert f'data-path="{path}"' in page.text
+        filtered_page = await http.get("/viewer/scores/")
+        assert filtered_page.status_code == 200
+        assert '<code id="route">/demo/live</code>' in filtered_page.text
+        # The demo route takes a client filter; "goals" is there for it (the language has no arithmetic).
+        async with open_stream(http, "/demo/live", params={"where": "value.goals >= 0"}) as stream:
+            (live, *_) = await stream.read_messages(1)
+        assert json.loads(live.data)["goals"] == sum(json.loads(live.data)["score"])
         async with open_stream(http, "/demo/leagues/premier") as stream:
             (first, *_) = await stream.read_messages(1)
         score = json.loads(first.data)
