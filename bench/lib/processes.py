@@ -20,8 +20,11 @@ from bench.lib.procstats import process_tree, self_cpu_seconds
 from streams.server.processes import process_stop
 
 
-def payload_make(seq: int, ts: int, size: int) -> bytes:
-    head = b'{"seq":%d,"ts":%d,"pad":"' % (seq, ts)
+def payload_make(seq: int, ts: int, size: int, team: bytes = b"") -> bytes:
+    """``{"seq":N,"ts":T,"pad":"x..."}`` of ``size`` bytes; with ``team``, ``"team":"<team>"`` before the pad."""
+    head = (
+        b'{"seq":%d,"ts":%d,"team":"%s","pad":"' % (seq, ts, team) if team else b'{"seq":%d,"ts":%d,"pad":"' % (seq, ts)
+    )
     return head + b"x" * max(0, size - len(head) - 2) + b'"}'
 
 
@@ -71,10 +74,12 @@ def producer_main(
     linger_ms: float,
     keys: int = 0,
     registry: str = "",
+    team: bool = False,
 ) -> None:
     """Publish ``count`` messages at ``rate``/s, round-robin over partitions, once told to go.
 
-    With ``keys``, message n has key ``k<n % keys>`` (bench/compare.py's key-filter scenario);
+    With ``keys``, message n has key ``k<n % keys>`` (bench/compare.py's key-filter scenario), and
+    with ``team`` the same text in its value's ``team`` field (bench/value_filters.py's value filters);
     with ``registry``, payloads are Avro in Confluent's wire format, their schema registered there.
     """
     from confluent_kafka import Producer
@@ -105,10 +110,11 @@ def producer_main(
         behind = max(behind, -delay)
         while True:
             try:
+                key = b"k%d" % (seq % keys) if keys else None
                 producer.produce(
                     topic,
-                    payload(seq, time.time_ns(), size),
-                    key=b"k%d" % (seq % keys) if keys else None,
+                    payload(seq, time.time_ns(), size, key) if team and key else payload(seq, time.time_ns(), size),
+                    key=key,
                     partition=seq % partitions,
                     on_delivery=delivered,
                 )

@@ -243,7 +243,7 @@ class SluiceServer(Server):
             formats + "from streams.services import route_upsert; "
             f"route_upsert(path='/bench/fanout', topic={self.topic!r}); "
             f"route_upsert(path='/bench/keyed/{{key}}', topic={self.topic!r}, "
-            "filters=[{'key': '${params.key}'}])",
+            "filters=[{'key': '${params.key}'}]); " + self.routes_more(),
         )
         self.gateway.start()
         self.port = self.gateway.port
@@ -259,6 +259,10 @@ class SluiceServer(Server):
             self.broker.stop()
             self.broker = None
         self.process = None
+
+    def routes_more(self) -> str:
+        """Python run after the routes above are made, before the gateway starts (a subclass's own routes)."""
+        return ""
 
     def path(self, key: str | None) -> str:
         return "/bench/fanout" if key is None else f"/bench/keyed/{key}"

@@ -13,10 +13,13 @@
  *   sseload --port P --path TEMPLATE [--count C] [--keys K | --want W] [--ready-on-headers]
  *           [--concurrency N] [--open-timeout S] [--streams N [--first F]]
  *
- *   --path        request path; "%d" is replaced by the stream's index, "%%" by "%"
+ *   --path        request path; "%d" is replaced by the stream's index, "%k" by the index
+ *                 modulo --keys (the index without it), "%%" by "%"
  *   --count       the seq space: seqs 0 .. C-1 (default 1)
- *   --keys        stream n wants the seqs n, n+K, n+2K, ... < C (bench/compare.py's keyed
- *                 scenario); without it every stream wants --want seqs (default: all C)
+ *   --keys        stream n wants the seqs equal to n modulo K: n, n+K, n+2K, ... < C for n < K
+ *                 (bench/compare.py's keyed scenario); streams n and n+K want the same ones
+ *                 (bench/value_filters.py: many streams share a filter); without it every
+ *                 stream wants --want seqs (default: all C)
  *   --ready-on-headers  a stream is open once its response head arrived (default: once its
  *                 first complete SSE event arrived)
  *   --concurrency at most N streams opening at once (default 50)
@@ -39,8 +42,8 @@
  *   report    one JSON object on one line: events, max_ns, last_ns (CLOCK_REALTIME of the
  *             last read that had events), disconnects, reads, opened, failed, complete, closed,
  *             sum_unique, sum_duplicates, sum_want (over the opened streams), out_of_range
- *             (seqs >= count), cpu_seconds (own user + system time) and hist, the non-empty
- *             buckets as [[bucket, count], ...].
+ *             (seqs >= count, or with --keys seqs the stream does not want), cpu_seconds (own
+ *             user + system time) and hist, the non-empty buckets as [[bucket, count], ...].
  *   close     (or EOF on stdin) close every stream and exit 0.
  *
  *   gcc -O2 -Wall -Wextra -std=gnu11 -o sseload sseload.c
@@ -267,6 +270,10 @@ static void request_path(char *dst, size_t size, int index) {
         if (p[0] == '%' && p[1] == 'd') {
             n += (size_t)snprintf(dst + n, size - n, "%d", index);
             p++;
+        } else if (p[0] == '%' && p[1] == 'k') {
+            n += (size_t)snprintf(dst + n, size - n, "%llu",
+                                  (unsigned long long)(opt_keys ? (uint64_t)index % opt_keys : (uint64_t)index));
+            p++;
         } else if (p[0] == '%' && p[1] == '%') {
             dst[n++] = '%';
             p++;
@@ -296,7 +303,7 @@ static bool stream_request(struct stream *s) {
 
 static uint64_t want_of(int index) {
     if (opt_keys) {
-        uint64_t i = (uint64_t)index;
+        uint64_t i = (uint64_t)index % opt_keys;
         return i < opt_count ? (opt_count - i + opt_keys - 1) / opt_keys : 0;
     }
     return opt_want >= 0 ? (uint64_t)opt_want : opt_count;
@@ -392,7 +399,8 @@ static void record(struct stream *s, uint64_t seq, int64_t ts, int64_t now) {
     else if (bucket >= BUCKETS)
         bucket = BUCKETS - 1;
     hist[bucket]++;
-    if (seq >= opt_count) {
+    /* With --keys, a seq of another stream's is out of range too: it counts as lost, never as received. */
+    if (seq >= opt_count || (opt_keys && seq % opt_keys != (uint64_t)s->index % opt_keys)) {
         out_of_range++;
         return;
     }

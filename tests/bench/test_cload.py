@@ -36,7 +36,10 @@ def event(seq: int, pad: int = 4) -> bytes:
 
 
 class SseServer:
-    """Sends, once ``go`` is set, the seqs each stream wants (all, or with ``keys`` its own) in awkward pieces."""
+    """Sends, once ``go`` is set, the seqs each stream wants in awkward pieces.
+
+    All of them, or with ``keys`` those equal to the stream's index modulo ``keys``.
+    """
 
     def __init__(self, keys: int = 0) -> None:
         self.keys = keys
@@ -79,7 +82,7 @@ class SseServer:
             return
         index = int(index_text)
         chunked = index % 2 == 0
-        seqs = list(range(index, COUNT, self.keys)) if self.keys else list(range(COUNT))
+        seqs = list(range(index % self.keys, COUNT, self.keys)) if self.keys else list(range(COUNT))
         seqs.insert(len(seqs) // 2, seqs[len(seqs) // 2 - 1] if self.keys else DUPLICATE)
 
         async def send(data: bytes, split: int | None = None) -> None:
@@ -133,7 +136,7 @@ async def python_counts(server: SseServer, streams: int) -> dict[str, int]:
         stats,
         COUNT,
         path_of=lambda index: f"/s/{index}",
-        want_of=(lambda index: len(range(index, COUNT, keys))) if keys else None,
+        want_of=(lambda index: len(range(index % keys, COUNT, keys))) if keys else None,
     )
     stats.measuring = True
     server.go.set()
@@ -184,7 +187,7 @@ async def test_counts_as_the_python_client_does(binary: Path, keys: int) -> None
         expected = await python_counts(server, streams)
 
     assert (complete, closed, pending) == (streams, 0, 0)
-    want = sum(len(range(index, COUNT, keys)) for index in range(streams)) if keys else streams * COUNT
+    want = sum(len(range(index % keys, COUNT, keys)) for index in range(streams)) if keys else streams * COUNT
     assert report.opened == expected["opened"] == streams
     assert report.want == expected["want"] == want
     assert report.unique == expected["unique"] == want
@@ -223,3 +226,34 @@ async def test_ready_on_headers_and_the_wait_timeout(binary: Path, server: SseSe
         assert 0.25 <= time.monotonic() - started < 5
         report = await clients.report()
         assert (report.opened, report.stats.events, report.stats.disconnects) == (3, 0, 0)
+
+
+async def test_streams_beyond_the_keys_share_them(binary: Path) -> None:
+    """With ``--keys``, ``%k`` is the index modulo the keys, and stream n wants what stream n mod keys wants."""
+    keys, streams = 3, 6
+    async with SseServer(keys) as server:
+        clients = await cload.CClients(server.port, "/s/%k", COUNT, keys=keys).start()
+        try:
+            assert await clients.open(streams) == streams
+            server.go.set()
+            assert await clients.wait(10.0) == (streams, 0, 0)
+            report = await clients.report()
+        finally:
+            await clients.close()
+    want = 2 * sum(len(range(index, COUNT, keys)) for index in range(keys))
+    assert (report.want, report.unique, report.duplicates, report.out_of_range) == (want, want, streams, 0)
+
+
+async def test_a_seq_the_stream_does_not_want_is_not_counted_as_received(binary: Path) -> None:
+    keys = 3
+    async with SseServer(keys) as server:
+        clients = await cload.CClients(server.port, "/s/1", COUNT, keys=keys).start()  # stream 0 gets stream 1's
+        try:
+            assert await clients.open(1) == 1
+            server.go.set()
+            await clients.wait(0.5)
+            report = await clients.report()
+        finally:
+            await clients.close()
+    sent = len(range(1, COUNT, keys)) + 1  # and the duplicate
+    assert (report.unique, report.duplicates, report.out_of_range) == (0, 0, sent)
