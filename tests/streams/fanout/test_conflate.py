@@ -144,3 +144,18 @@ async def test_streams_leave_their_group_and_the_last_one_takes_it_away() -> Non
         hub.unsubscribe(sub)
     assert not hub.live.conflation.groups
     assert not hub.live.members
+
+
+async def test_streams_with_other_filters_have_tables_of_their_own() -> None:
+    from streams.core.filters import FilterSet, MessageFilter
+
+    hub = make_hub(partitions=1)
+    sinks = {}
+    for key in (b"a", b"b"):
+        sinks[key] = FakeSink()
+        options = SubscriberOptions(FilterSet((MessageFilter(key=key),)), route=ROUTE, conflate=0)
+        hub.subscribe(Subscriber(sinks[key], options), StartPlan(dict(hub.next)), 0)
+    assert len(hub.live.conflation.groups) == 2
+    feed(hub, rec(0, 0, b"a1", b"a"), rec(0, 1, b"b1", b"b"), rec(0, 2, b"a2", b"a"), rec(0, 3, b"c1", b"c"))
+    await until(lambda: values(sinks[b"a"]) == ["a2"] and values(sinks[b"b"]) == ["b1"])
+    assert hub.tally(ROUTE).conflated == 1  # a1, for the stream of a
