@@ -226,6 +226,8 @@ class RouteAdmin(ReadableFormAdmin):
         "heartbeat_seconds": "Heartbeat every (seconds)",
         "max_pending_bytes": "Most bytes queued per client",
         "compression_min_bytes": "Compress when events average at least (bytes)",
+        "conflate": "Conflation",
+        "conflate_max_rate": "Most writes per second (conflated)",
     }
     field_help = {
         # The model's says <ISO-8601 or epoch ms>, which the page takes for a tag and hides.
@@ -271,6 +273,7 @@ class RouteAdmin(ReadableFormAdmin):
         ("Cross-origin (CORS)", {"fields": ["allow_origins", "allow_credentials"]}),
         ("Delivery", {"fields": ["retry_ms", "heartbeat_seconds", "max_pending_bytes"]}),
         ("Compression", {"fields": ["compression", "compression_min_bytes"]}),
+        ("Conflation", {"fields": ["conflate", "conflate_max_rate"]}),
         ("History", {"fields": ["created", "updated"], "classes": ["collapse"]}),
     ]
 

@@ -116,6 +116,7 @@ def route_table_build() -> RouteTable:
                 client_filter=route.client_filter,
                 compression=route.compression,
                 compression_min_bytes=route.compression_min_bytes,
+                conflate=route.conflate_max_rate if route.conflate else None,
             )
         )
     return RouteTable(tuple(specs), reserved_endpoints())

@@ -70,6 +70,8 @@ class RouteFields(TypedDict, total=False):
     client_filter: bool
     compression: bool
     compression_min_bytes: int
+    conflate: str
+    conflate_max_rate: int
     enabled: bool
     description: str
 

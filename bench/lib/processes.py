@@ -75,13 +75,18 @@ def producer_main(
     keys: int = 0,
     registry: str = "",
     team: bool = False,
+    random_keys: bool = False,
 ) -> None:
     """Publish ``count`` messages at ``rate``/s, round-robin over partitions, once told to go.
 
     With ``keys``, message n has key ``k<n % keys>`` (bench/compare.py's key-filter scenario), and
     with ``team`` the same text in its value's ``team`` field (bench/value_filters.py's value filters);
-    with ``registry``, payloads are Avro in Confluent's wire format, their schema registered there.
+    with ``random_keys`` too, a key drawn uniformly from ``k0 .. k<keys-1>`` (seeded), each key on one
+    partition as Kafka's partitioner keeps it (bench/ticker.py); with ``registry``, payloads are Avro in
+    Confluent's wire format, their schema registered there.
     """
+    import random
+
     from confluent_kafka import Producer
 
     payload = avro_payload_encoder(registry, topic) if registry else payload_make
@@ -101,6 +106,7 @@ def producer_main(
     cpu0 = self_cpu_seconds()
     start = time.perf_counter()
     behind = 0.0
+    draw = random.Random(31).randrange if random_keys and keys else None  # the same keys in every run
     for seq in range(count):
         target = start + seq / rate
         delay = target - time.perf_counter()
@@ -108,14 +114,15 @@ def producer_main(
             # Not producer.poll(delay): it rounds to whole milliseconds and spins below one.
             time.sleep(delay)
         behind = max(behind, -delay)
+        index = draw(keys) if draw is not None else seq % keys if keys else seq
         while True:
             try:
-                key = b"k%d" % (seq % keys) if keys else None
+                key = b"k%d" % index if keys else None
                 producer.produce(
                     topic,
                     payload(seq, time.time_ns(), size, key) if team and key else payload(seq, time.time_ns(), size),
                     key=key,
-                    partition=seq % partitions,
+                    partition=index % partitions if draw is not None else seq % partitions,
                     on_delivery=delivered,
                 )
                 break

@@ -199,6 +199,8 @@ def asyncapi_document(*, base_url: str) -> dict[str, Any]:
             "messages": messages,
             "x-sluice": route_section.export(route_section.read(route)),
         }
+        if route.kind == Route.Kind.SSE_KAFKA and route.conflate:
+            channel["description"] = conflation_description(route.conflate_max_rate)
         params = route_params(route.path)
         if params:
             channel["parameters"] = {name: {"description": f"Path segment {{{name}}}."} for name in params}
@@ -243,6 +245,16 @@ def asyncapi_document(*, base_url: str) -> dict[str, Any]:
     if schemes:
         document["components"] = {"securitySchemes": schemes}
     return document
+
+
+def conflation_description(max_rate: int) -> str:
+    """What a conflated route's streams receive (docs/filters.md, Conflation)."""
+    rate = f"at most {max_rate} writes a second, each" if max_rate else "each write"
+    return (
+        f"Conflated by key: {rate} with the latest record of every key that changed, so a stream that falls behind "
+        "gets the newest value per key, never every step, and is not cut for being slow. Tombstones and records "
+        "without a key are always sent; ids resume after the newest record sent."
+    )
 
 
 def query_schema(route: Route) -> dict[str, Any] | None:

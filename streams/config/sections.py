@@ -74,6 +74,8 @@ class RouteSection(ModelSection):
         "allow_credentials": "cors.allow_credentials",
         "compression": "compression.enabled",
         "compression_min_bytes": "compression.min_bytes",
+        "conflate": "conflate.by",
+        "conflate_max_rate": "conflate.max_rate",
     }
     extra = (("schema", FieldSpec("filters", "filters", (list,))),)
     _filter_keys = ("key", "headers")

@@ -57,6 +57,8 @@ class RouteSpec:
     # Compress its streams for clients that accept it, unless its events average under min_bytes.
     compression: bool = False
     compression_min_bytes: int = 0
+    # Conflation by key (docs/filters.md): None is lossless; else the most writes a second per stream (0: no cap).
+    conflate: int | None = None
 
     def resolve(self, context: ExpansionContext, client_where: Node | None = None) -> tuple[str, FilterSet]:
         """The topic and filters for one request, a client's ``where`` ANDed in (raises ``TemplateError``)."""

@@ -41,6 +41,7 @@ class RouteCounts:
 
     __slots__ = (
         "bytes",
+        "conflated",
         "delivered",
         "filtered",
         "invalid",
@@ -61,6 +62,7 @@ class RouteCounts:
         self.slow = 0  # events in writes that overflowed a slow client (it resumes from its last id)
         self.undecodable = 0  # events kept from a stream because the record did not decode by the topic's format
         self.lag = LagHistogram()  # record timestamp to socket write, live fan-out only
+        self.conflated = 0  # events a conflated stream was not sent: a newer record of their key replaced them
 
 
 class Dropped:

@@ -29,6 +29,7 @@ from streams.fanout.access import LiveFeed, TopicAccess, TopicReaders, access_ca
 from streams.fanout.cache import CacheLimits, PartitionCache, TopicCache
 from streams.fanout.catchup import CatchUp
 from streams.fanout.catchup_reads import BacklogSession
+from streams.fanout.conflate import ConflationHost
 from streams.fanout.counts import RouteTally
 from streams.fanout.cutoffs import loop_cutoffs
 from streams.fanout.handoff import BatchHandoff
@@ -70,6 +71,8 @@ class TopicHub:
         self.readers = readers
         self.limits = limits
         self.state = HubState(topic, TopicCache(limits), loop_cutoffs())
+        state = self.state
+        state.live.conflation.bind(ConflationHost(topic, state.tally, state.counters, state.cutoffs, self.cut))
         self.catching_up: dict[Subscriber, None] = {}
         # When each stream is next due a keep-alive (the ticker looks only at those).
         self.beats: HeartbeatWheel[Subscriber] = HeartbeatWheel()

@@ -40,13 +40,10 @@ def batch_fan_out(state: HubState, control: HubControl, batch: list[Record | Par
     # :class:`BatchOut`'s.
     fan = BatchOut(state, control)
     shared, shared_last, out, last = fan.shared, fan.shared_last, fan.out, fan.last
-    nxt = state.positions
-    tokens = state.progress
-    cache_append = state.cache.append
-    topic_schema = state.schema
+    nxt, tokens, cache_append, topic_schema = state.positions, state.progress, state.cache.append, state.schema
     live = state.live
     unfiltered, by_key, any_key = live.unfiltered, live.by_key, live.any_key
-    wheres = live.wheres
+    wheres, conflated = live.wheres, live.conflation.groups  # conflated streams' groups: one test per record if none
     where_filtered = wheres.by_where
     # Records read, those the streams saw, and what the topic's schema or decoding kept from them.
     records = taken = topic_rejected = undecodable = 0
@@ -107,6 +104,9 @@ def batch_fan_out(state: HubState, control: HubControl, batch: list[Record | Par
                     else:
                         out[sub].append(frame)
                         last[sub] = progress_id
+        if conflated:
+            for conflating in conflated.values():
+                conflating.offer(record)
         if len(out) >= FLUSH_STREAMS:
             fan.filtered_flush()
     fan.finish(batch, records, taken, topic_rejected, undecodable)

@@ -24,7 +24,10 @@ def keepalives_send(beats: HeartbeatWheel[Subscriber], state: HubState, control:
             beats.schedule(sub, now + 1)
             continue
         current = state.progress.token if sub.positions is None else progress_encode(sub.positions)
-        if current != sub.sent_progress:
+        conflated = sub.conflated
+        if conflated is not None and conflated.owes(sub):
+            data = HEARTBEAT  # records wait for its next write: its progress may not pass them
+        elif current != sub.sent_progress:
             sub.sent_progress = current
             data = b":\n" + checkpoint_frame(current)
         else:

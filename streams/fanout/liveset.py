@@ -7,18 +7,22 @@ name a key are found by the record's key, so a record is matched only against
 the streams of its key. Streams with a ``where`` filter are found by it
 (:class:`~streams.fanout.wheres.WhereSet`): each distinct filter is evaluated at
 most once per record, and only the streams of those that pass are matched further.
+Conflated streams (route option ``conflate``) are kept apart, in
+:class:`~streams.fanout.conflate.Conflation`: the fan-out offers each record to
+their groups, which write them on their own schedule.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from streams.fanout.conflate import Conflation
 from streams.fanout.subscriber import GroupKey, Subscriber
 from streams.fanout.wheres import WhereSet
 
 
 class LiveSet:
-    __slots__ = ("any_key", "by_key", "filtered", "filtered_routes", "members", "unfiltered", "wheres")
+    __slots__ = ("any_key", "by_key", "conflation", "filtered", "filtered_routes", "members", "unfiltered", "wheres")
 
     def __init__(self) -> None:
         self.members: dict[Subscriber, None] = {}
@@ -30,6 +34,8 @@ class LiveSet:
         self.wheres = WhereSet()
         # Live streams with filters per route, to count what filters keep from them per batch.
         self.filtered_routes: dict[str, int] = {}
+        # Conflated streams, by group (never in the indexes above).
+        self.conflation = Conflation()
 
     def __len__(self) -> int:
         return len(self.members)
@@ -42,6 +48,9 @@ class LiveSet:
 
     def add(self, sub: Subscriber) -> None:
         self.members[sub] = None
+        if sub.conflate is not None:
+            self.conflation.add(sub)
+            return
         if sub.filters.accepts_all:
             self.unfiltered.setdefault(sub.group, {})[sub] = None
             return
@@ -60,6 +69,9 @@ class LiveSet:
     def remove(self, sub: Subscriber) -> None:
         """Take ``sub`` out (nothing if it is not in)."""
         if self.members.pop(sub, 0) is not None:
+            return
+        if sub.conflate is not None:
+            self.conflation.remove(sub)
             return
         if self.filtered.pop(sub, 0) is None:
             self.filtered_routes[sub.route] -= 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from streams.core.filters import FilterSet
 from streams.core.records import BINARY_SKIP, ID_ETAG
@@ -25,6 +25,15 @@ class SubscriberOptions:
     heartbeat_seconds: float = 15.0
     schema: SchemaCheck | None = None  # the route's schema (the topic's is the hub's)
     route: str = ""  # the route's path pattern, for per-route counts
+    # Conflation by key (docs/filters.md): None is lossless; else the most writes a second (0: no cap).
+    conflate: int | None = None
+
+
+class Conflated(Protocol):
+    """The conflated group a live stream is in (:class:`streams.fanout.conflate.ConflatedGroup`)."""
+
+    def owes(self, sub: Subscriber) -> bool:
+        """Whether ``sub`` has records waiting (its progress may not move past them yet)."""
 
 
 class GroupKey(NamedTuple):
@@ -60,6 +69,9 @@ class Subscriber:
         "route",
         "events",
         "bytes",
+        "conflate",
+        "conflated",
+        "conflated_seq",
         "__weakref__",
     )
 
@@ -72,6 +84,10 @@ class Subscriber:
         self.heartbeat_seconds = options.heartbeat_seconds
         self.schema = options.schema
         self.route = options.route
+        self.conflate = options.conflate
+        # While live on a conflated route: its group, and the group's sequence it was written up to.
+        self.conflated: Conflated | None = None
+        self.conflated_seq = 0
         # Events and their bytes written to this stream (counted per write, for the access log).
         self.events = 0
         self.bytes = 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from common.models import Timestamped
@@ -42,6 +42,10 @@ class Route(Timestamped):
     class Binary(models.TextChoices):
         SKIP = "skip", "skip (count as invalid)"
         BASE64 = "base64", "send as base64"
+
+    class Conflate(models.TextChoices):
+        OFF = "", "off: every record (lossless)"
+        KEY = "key", "by key: the latest record of each key a stream missed"
 
     path = models.CharField(
         max_length=200,
@@ -124,6 +128,25 @@ class Route(Timestamped):
         blank=True,  # a form that leaves it out keeps the default
         help_text="Send plain when the route's events average fewer bytes than this (0: always compress).",
     )
+    conflate = models.CharField(
+        max_length=8,
+        choices=Conflate.choices,
+        default=Conflate.OFF,
+        blank=True,
+        help_text=(
+            "by key: a stream that falls behind (a slow client, or the rate) gets only the latest record of each key "
+            "it missed, and is never cut for being slow (sse-kafka routes; docs/filters.md)."
+        ),
+    )
+    conflate_max_rate = models.PositiveIntegerField(
+        default=0,
+        blank=True,  # a form that leaves it out keeps the default
+        validators=[MaxValueValidator(1000)],
+        help_text=(
+            "Conflated streams: the most writes a second, each with the latest record of every key that changed, "
+            "so at most this many events per key a second (0: no cap, conflated only when the client falls behind)."
+        ),
+    )
     enabled = models.BooleanField(default=True)
     description = models.CharField(max_length=200, blank=True)
 
@@ -194,6 +217,10 @@ class Route(Timestamped):
         if template is not None and not template.params_only and self.guard_id is None:
             errors["topic"] = "${identity} and ${attributes.NAME} need a guard."
         self.where_check(errors)
+        if self.conflate and self.kind == self.Kind.SSE_PROXY:
+            errors["conflate"] = "Only sse-kafka routes conflate records."
+        elif self.conflate_max_rate and not self.conflate:
+            errors["conflate_max_rate"] = "A rate needs conflation: set conflate to key."
         if errors:
             raise ValidationError(errors)
         try:

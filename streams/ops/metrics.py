@@ -148,6 +148,12 @@ class HubCollector(Collector):
             "that fell behind.",
             labels=labels,
         )
+        conflated = CounterMetricFamily(
+            "sluice_conflated_records",
+            "Events a conflated stream (route option conflate) was not sent because a newer record of the same key "
+            "replaced them before its next write (docs/filters.md, Conflation).",
+            labels=labels,
+        )
         for topic, hub in hubs:
             streams: dict[str, int] = {}
             for sub in [*hub.live, *hub.catching_up]:
@@ -157,13 +163,14 @@ class HubCollector(Collector):
             for route, counts in sorted(hub.tally.by_route.items()):
                 delivered.add_metric([route, topic], counts.delivered)
                 sent_bytes.add_metric([route, topic], counts.bytes)
+                conflated.add_metric([route, topic], counts.conflated)
                 route_schema.add_metric([route, topic], counts.schema_records)
                 if counts.lag.count:
                     lag.add_metric([route, topic], counts.lag.cumulative(), counts.lag.total)
                 values = (counts.filtered, counts.schema, counts.invalid, counts.slow, counts.undecodable)
                 for reason, value in zip(_DROP_REASONS, values, strict=True):
                     dropped.add_metric([route, topic, reason], value)
-        yield from (open_streams, delivered, sent_bytes, dropped, route_schema, lag)
+        yield from (open_streams, delivered, sent_bytes, conflated, dropped, route_schema, lag)
 
     @staticmethod
     def _kafka(hubs: list[tuple[str, TopicHub]]) -> Iterator[Metric]:

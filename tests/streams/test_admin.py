@@ -70,6 +70,15 @@ def test_a_route_with_a_where_filter_is_saved(admin_client_logged_in: Client) ->
     assert route.client_filter
 
 
+def test_a_conflated_route_is_saved(admin_client_logged_in: Client) -> None:
+    response = admin_client_logged_in.post(
+        "/admin/streams/route/add/", route_form(conflate="key", conflate_max_rate="5")
+    )
+    assert response.status_code == 302
+    route = Route.objects.get()
+    assert (route.conflate, route.conflate_max_rate) == ("key", 5)
+
+
 def test_bad_filter_is_refused_on_the_form(admin_client_logged_in: Client) -> None:
     data = route_form(
         **{

@@ -139,6 +139,15 @@ def test_route_where_is_validated_with_its_position(api: Client) -> None:
     assert (created.json()["where"], created.json()["client_filter"]) == ("value.a == ${params.x}", True)
 
 
+def test_route_conflation_is_a_field_of_the_api(api: Client) -> None:
+    created = post(api, "/api/routes/", {"path": "/ticks", "topic": "t", "conflate": "key", "conflate_max_rate": 5})
+    assert created.status_code == 201, created.content
+    assert (created.json()["conflate"], created.json()["conflate_max_rate"]) == ("key", 5)
+    proxy = post(api, "/api/routes/", {"path": "/up", "kind": "sse-proxy", "upstream": "http://a/x", "conflate": "key"})
+    assert proxy.status_code == 400
+    assert proxy.json()["conflate"] == ["Only sse-kafka routes conflate records."]
+
+
 def test_anonymous_gets_401_and_non_staff_403() -> None:
     anonymous = Client()
     response = anonymous.get("/api/topics/")

@@ -80,6 +80,7 @@ class HubStream:
             heartbeat_seconds=route.heartbeat_seconds,
             schema=route.schema,
             route=route.pattern.source,
+            conflate=route.conflate,
         )
         self.sub = Subscriber(sink, options)
         access_log("open", route, self.request.scope, 200, self.started)

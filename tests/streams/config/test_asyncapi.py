@@ -271,3 +271,16 @@ def test_routes_that_take_a_client_filter_say_so(configured: None) -> None:
     if NODE is not None:
         report = asyncapi_validate(document)
         assert report["valid"], report["errors"]
+
+
+def test_a_conflated_route_says_what_its_streams_receive(configured: None) -> None:
+    route_upsert(path="/ticks", topic="ticks", conflate="key", conflate_max_rate=5)
+    document = asyncapi_get()
+    channel = next(ch for ch in document["channels"].values() if ch["address"] == "/ticks")
+    assert channel["x-sluice"]["conflate"] == {"by": "key", "max_rate": 5}
+    assert channel["description"].startswith("Conflated by key: at most 5 writes a second")
+    others = [ch for ch in document["channels"].values() if ch["address"] != "/ticks"]
+    assert all("conflate" not in ch.get("x-sluice", {}) for ch in others)
+    if NODE is not None:
+        report = asyncapi_validate(document)
+        assert report["valid"], report["errors"]

@@ -158,6 +158,7 @@ BROKEN_FILES = [
     ("bad_where.yaml", "6:5", "routes[0].where", "expected a field, a number, a string, true or false"),
     ("where_unknown_param.yaml", "6:5", "routes[0].where", "${params.team} is not a parameter of the path"),
     ("bad_choice.yaml", "4:5", "routes[0].event_id", "Value 'offset' is not a valid choice"),
+    ("bad_conflate.yaml", "6:25", "routes[0].conflate.max_rate", "less than or equal to 1000"),
     ("unknown_schema.yaml", "3:5", "topics[0].schema", "no schema named 'nowhere'"),
     ("cache_not_mapping.yaml", "3:5", "topics[0].cache", "must be a mapping, not 10000"),
     ("bad_format.yaml", "6:5", "topics[0].registry", "the registry password is a secret"),
@@ -385,3 +386,23 @@ def test_route_compression_applies_and_exports_nested(db: None, tmp_yaml: Any) -
     exported = exportconfig()
     assert "compression:" in exported
     assert "min_bytes: 128" in exported
+
+
+def test_route_conflation_applies_and_exports_nested(db: None, tmp_yaml: Any) -> None:
+    text = "routes:\n  - path: /prices\n    topic: t\n    conflate: {by: key, max_rate: 5}\n"
+    applyconfig(tmp_yaml(text))
+    route = Route.objects.get(path="/prices")
+    assert (route.conflate, route.conflate_max_rate) == ("key", 5)
+    exported = exportconfig()
+    assert "conflate:" in exported
+    assert "by: key" in exported
+    assert "max_rate: 5" in exported
+    assert "0 created, 0 updated, 1 unchanged" in applyconfig(tmp_yaml(text))
+
+
+def test_a_rate_without_conflation_is_refused_at_its_line(db: None, tmp_yaml: Any) -> None:
+    error = applyconfig_refused(
+        tmp_yaml("routes:\n  - path: /p\n    topic: t\n    conflate: {max_rate: 5}\n"), "--check"
+    )
+    assert "routes[0].conflate.max_rate" in error
+    assert "A rate needs conflation" in error
