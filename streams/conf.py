@@ -53,8 +53,9 @@ class StreamsSettings:
     # Origins (scheme://host[:port], or "*") a route allows when its own allow_origins is empty; a route
     # that lists origins allows those alone (docs/embedding.md, "CORS"). From SLUICE_CORS_ALLOW_ORIGINS.
     CORS_ALLOW_ORIGINS: tuple[str, ...] = ()
-    # Brotli-compressed streams one worker holds at most (each keeps some 300 KB of compressor tables);
-    # past it, clients that accept gzip get gzip (about 1 KB per idle stream). docs/operations.md, "Compression".
+    # Brotli-compressed streams one worker holds at most, resting or not (one event can wake them all: a
+    # writing one holds 300-720 KB of compressor tables, a resting one about 1 KB); past it, clients that
+    # accept gzip get gzip. docs/operations.md, "Compression".
     BROTLI_MAX_STREAMS: int = 1000
     # OpenTelemetry traces of Kafka streams (needs opentelemetry-sdk installed; exporter settings from the
     # standard OTEL_* variables). docs/operations.md, "Traces".

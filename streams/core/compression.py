@@ -7,13 +7,14 @@ gzip flushes with ``Z_SYNC_FLUSH`` (an empty stored block, 4 to 5 bytes);
 Brotli's flush ends the meta-block. Both keep their window across writes, which
 is where the gain is: an event's field names were in the one before.
 
-Memory is bounded by small windows: gzip with a 4 KiB window and ``memLevel``
-5 holds some 37 KB per active stream, and about 1 KB once the stream is idle
-(:class:`GzipEncoder`); Brotli at quality 5 with a 64 KiB window some 280 KB
-(its hash tables, whatever the window; C allocations tracemalloc does not
-see), and its stream cannot be continued by a new compressor, so it keeps them.
-Both are allocated at the first write, not at the stream's start
-(docs/operations.md, "Compression").
+A compressor is the bulk of a compressed stream's memory (C allocations
+tracemalloc does not see): gzip with a 4 KiB window and ``memLevel`` 5 some
+35 KB, Brotli at quality 5 some 270 KB at its first write and 700 KB once its
+window has filled (its hash tables, whatever ``lgwin``). So neither is held by a
+stream that is not writing: after its first write (the preamble) and after each
+heartbeat (it has been idle for ``heartbeat_seconds``) a stream *rests*, and the
+next event takes a compressor again (:class:`GzipEncoder`, :class:`BrotliEncoder`).
+Measured per stream in docs/operations.md, "Compression" (``bench/compression.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Protocol
 
+from streams.core.sse import HEARTBEAT
+
 try:
     import brotli
 except ImportError:  # pragma: no cover - in requirements-gateway.txt
@@ -30,8 +33,12 @@ except ImportError:  # pragma: no cover - in requirements-gateway.txt
 
 BROTLI_QUALITY = 5
 BROTLI_LGWIN = 16
+# What a resting Brotli stream keeps to take a compressor again: every write so far, up to this many bytes.
+BROTLI_REPLAY_BYTES = 2048
 GZIP_LEVEL = 6
 GZIP_WBITS = 12  # a 4 KiB window: SSE events repeat within a few events, not kilobytes
+# 5: 2 gives the same bytes on SSE events and holds 11 KB less per writing stream, but costs 20 % more
+# CPU per 1 KB event (26.7 against 22.1 us; 4 and 3: 24.5, 27.4): a resting stream holds none of it anyway.
 GZIP_MEMLEVEL = 5
 
 
@@ -44,15 +51,15 @@ class Encoder(Protocol):
 
 
 class GzipEncoder:
-    """gzip over zlib, flushed with ``Z_SYNC_FLUSH`` after every write, its compressor let go while idle.
+    """gzip over zlib, flushed with ``Z_SYNC_FLUSH`` after every write, its compressor let go while resting.
 
-    The gzip header and trailer are written here around raw deflate, so that after a
-    heartbeat (a write starting with ``:``, sent only to a stream that was idle) the
-    compressor can be dropped: after a sync flush the deflate stream is byte-aligned
-    and a new raw compressor's blocks continue it. The new one is primed with the
-    stream's last bytes (``zdict``, which the browser's decoder holds in its window),
-    so the next event still finds the field names of the one before. An idle stream
-    keeps its CRC, its length and those last bytes: about 1 KB instead of some 37 KB.
+    The gzip header and trailer are written here around raw deflate, so that the compressor
+    can be dropped between writes: after a sync flush the deflate stream is byte-aligned and
+    a new raw compressor's blocks continue it. The new one is primed with the stream's last
+    bytes (``zdict``, which the browser's decoder holds in its window), so the next event still
+    finds the field names of the one before. A heartbeat (a write starting with ``:``) goes out
+    as a stored block of its own and needs no compressor. A resting stream keeps its CRC, its
+    length and those last bytes: about 1 KB instead of some 35 KB.
     """
 
     __slots__ = ("_zlib", "_crc", "_size", "_tail")
@@ -64,35 +71,41 @@ class GzipEncoder:
         self._tail: bytes | None = None  # None: nothing written yet (the header is still due)
 
     def __call__(self, data: bytes) -> bytes:
-        z = self._zlib
-        head = b""
-        if z is None:
-            tail = self._tail
-            if tail is None:
-                head, tail = GZIP_HEADER, b""
-            z = self._zlib = _deflate(tail)
+        tail = self._tail
+        head = GZIP_HEADER if tail is None else b""
         self._crc = zlib.crc32(data, self._crc)
         self._size += len(data)
-        out = head + z.compress(data) + z.flush(zlib.Z_SYNC_FLUSH)
-        if data[:1] == b":":
-            # A heartbeat: the stream has been idle, let the compressor go until the next write.
+        if data[:1] == b":" and len(data) <= 0xFFFF:
+            # A heartbeat: the stream has been idle. Its bytes as they are, the compressor let go.
             self._zlib = None
-            self._tail = (self._tail + data)[-GZIP_REST_TAIL:] if self._tail else data[-GZIP_REST_TAIL:]
+            out = head + stored_block(data)
         else:
-            self._tail = data[-GZIP_REST_TAIL:]
+            z = self._zlib
+            if z is None:
+                z = self._zlib = _deflate(tail or b"")
+            out = head + z.compress(data) + z.flush(zlib.Z_SYNC_FLUSH)
+            if tail is None:
+                self._zlib = None  # the preamble: the stream rests until its first event
+        self._tail = (tail + data)[-GZIP_REST_TAIL:] if tail else data[-GZIP_REST_TAIL:]
         return out
 
     def finish(self) -> bytes:
         head = GZIP_HEADER if self._tail is None else b""
-        z = self._zlib or _deflate(self._tail or b"")
         self._zlib = None
-        return head + z.flush(zlib.Z_FINISH) + struct.pack("<II", self._crc, self._size & 0xFFFFFFFF)
+        return head + GZIP_LAST_BLOCK + struct.pack("<II", self._crc, self._size & 0xFFFFFFFF)
 
 
 # gzip's fixed header: deflate, no name or time, "unknown" OS (RFC 1952 2.3).
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
-# What an idle gzip stream keeps of its last bytes to prime the next compressor with.
+# An empty final stored block (RFC 1951 3.2.4): BFINAL 1, BTYPE 00, padding, LEN 0, NLEN.
+GZIP_LAST_BLOCK = b"\x01\x00\x00\xff\xff"
+# What a resting gzip stream keeps of its last bytes to prime the next compressor with.
 GZIP_REST_TAIL = 1024
+
+
+def stored_block(data: bytes) -> bytes:
+    """``data`` as one deflate stored block (BFINAL 0, BTYPE 00), for a stream that is byte-aligned."""
+    return b"\x00" + struct.pack("<HH", len(data), len(data) ^ 0xFFFF) + data
 
 
 def _deflate(primer: bytes) -> zlib._Compress:
@@ -103,36 +116,75 @@ def _deflate(primer: bytes) -> zlib._Compress:
 
 
 class BrotliEncoder:
-    """Brotli in text mode, flushed after every write.
+    """Brotli in text mode, flushed after every write, its compressor let go while resting.
 
-    ``live`` counts the encoders in this process (a bound on the memory they hold: see
+    A Brotli stream cannot be continued by a new compressor primed with its last bytes as
+    gzip's can (the decoder's last distances and context carry over between meta-blocks).
+    But the encoder is deterministic: a new one given the same writes is in the same state.
+    So while a stream has written at most ``BROTLI_REPLAY_BYTES``, it keeps those writes
+    instead of a compressor, and the next event replays them into a new one (some 60 us
+    plus 10 us a write, its output dropped: it was sent). Past that the compressor stays.
+
+    A heartbeat is an empty metadata meta-block (RFC 7932 9.2), one byte the decoder skips:
+    it keeps the connection alive and needs no compressor, but, unlike gzip's, decodes to
+    nothing. A heartbeat that carries a checkpoint (``:\\n`` and an ``id:``) is compressed.
+
+    ``live`` counts the encoders in this process (a bound on the memory they may hold: see
     ``BROTLI_MAX_STREAMS`` in streams/conf.py).
     """
 
-    __slots__ = ("_brotli",)
+    __slots__ = ("_brotli", "_writes", "_written")
     live = 0
 
     def __init__(self) -> None:
         self._brotli: brotli.Compressor | None = None
+        # Every write so far while a replay could rebuild the compressor; None past BROTLI_REPLAY_BYTES.
+        self._writes: list[bytes] | None = []
+        self._written = 0
         BrotliEncoder.live += 1
 
     def __del__(self) -> None:
         BrotliEncoder.live -= 1
 
-    def _compressor(self) -> brotli.Compressor:
+    def __call__(self, data: bytes) -> bytes:
+        writes = self._writes
+        if data == HEARTBEAT and self._written:
+            if writes is not None:
+                self._brotli = None
+            return BROTLI_EMPTY_METADATA
         b = self._brotli
         if b is None:
-            b = self._brotli = brotli.Compressor(mode=brotli.MODE_TEXT, quality=BROTLI_QUALITY, lgwin=BROTLI_LGWIN)
-        return b
-
-    def __call__(self, data: bytes) -> bytes:
-        b = self._compressor()
-        return b.process(data) + b.flush()
+            b = self._brotli = _brotli_new()
+            for earlier in writes or ():
+                b.process(earlier)
+                b.flush()
+        out = b.process(data) + b.flush()
+        self._written += len(data)
+        if writes is not None:
+            if self._written > BROTLI_REPLAY_BYTES:
+                self._writes = None
+            else:
+                writes.append(data)
+                if len(writes) == 1 or data[:1] == b":":
+                    self._brotli = None  # the preamble or a keep-alive: the stream rests
+        return out
 
     def finish(self) -> bytes:
-        out = self._compressor().finish()
+        if not self._written:
+            return _brotli_new().finish()  # the stream header is due
         self._brotli = None
-        return out
+        return BROTLI_LAST_EMPTY
+
+
+# After a flush a Brotli stream is byte-aligned between meta-blocks (RFC 7932 9.2):
+# ISLAST 0, MNIBBLES 0 (metadata), reserved 0, MSKIPBYTES 0, padding.
+BROTLI_EMPTY_METADATA = b"\x06"
+# ISLAST 1, ISLASTEMPTY 1, padding: the end of the stream.
+BROTLI_LAST_EMPTY = b"\x03"
+
+
+def _brotli_new() -> brotli.Compressor:
+    return brotli.Compressor(mode=brotli.MODE_TEXT, quality=BROTLI_QUALITY, lgwin=BROTLI_LGWIN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,6 +96,24 @@ async def test_heartbeats_are_flushed_too(client, kafka, route) -> None:
         await stream.read_until(lambda s: s.raw > before and s.parser.comments > 0)
 
 
+@pytest.mark.parametrize("coding", ["br", "gzip"])
+async def test_a_stream_that_rested_through_heartbeats_goes_on_decoding(client, kafka, route, coding: str) -> None:
+    # The compressor is let go after the preamble and each heartbeat, and taken again for the next event.
+    topic = kafka.topic()
+    route(path="/cz/rest/{topic}", topic="${params.topic}", compression=True, heartbeat_seconds=1)
+    async with client.stream("GET", f"/cz/rest/{topic}", headers={"accept-encoding": coding}) as response:
+        assert response.headers["content-encoding"] == coding
+        stream = Decoded(response)
+        await stream.read_until(lambda s: bool(s.events))
+        for n in range(3):
+            before = stream.raw
+            await stream.read_until(lambda s, b=before: s.raw > b)  # a heartbeat (br: a metadata block)
+            value = f'{{"match":"m-{n}","home":"Arsenal","score":[{n},1]}}'
+            kafka.produce(topic, value)
+            await stream.read_until(lambda s, v=value: v in s.data)
+            assert stream.data == [f'{{"match":"m-{k}","home":"Arsenal","score":[{k},1]}}' for k in range(n + 1)]
+
+
 async def test_plain_unless_the_route_compresses_or_the_client_accepts(client, kafka, route) -> None:
     topic = kafka.topic()
     route(path="/cz/off/{topic}", topic="${params.topic}")
