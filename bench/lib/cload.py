@@ -83,6 +83,8 @@ class CClients:
 
     Every stream wants all ``count`` seqs (or ``want``); with ``keys``, stream n wants n, n+keys, ... < count.
     Streams are ready once their first complete event arrived, or with ``ready_on_headers`` their response head.
+    With ``sources``, stream n connects from 127.0.0.(1 + n % sources): each source address has its own
+    ephemeral ports towards the server, so more than about 28,000 streams need several.
     """
 
     def __init__(
@@ -96,8 +98,11 @@ class CClients:
         ready_on_headers: bool = False,
         concurrency: int = 50,
         open_timeout: float = 30.0,
+        sources: int = 1,
     ) -> None:
         self.args = ["--port", str(port), "--path", path, "--count", str(max(1, count))]
+        if sources > 1:
+            self.args += ["--sources", str(sources)]
         if keys:
             self.args += ["--keys", str(keys)]
         elif want is not None:

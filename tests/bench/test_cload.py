@@ -44,6 +44,7 @@ class SseServer:
         self.server: asyncio.Server | None = None
         self.port = 0
         self.handlers: set[asyncio.Task[None]] = set()
+        self.peers: list[str] = []  # the address each connection came from
 
     async def __aenter__(self) -> SseServer:
         self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
@@ -62,6 +63,7 @@ class SseServer:
         task = asyncio.current_task()
         assert task is not None
         self.handlers.add(task)
+        self.peers.append(writer.get_extra_info("peername")[0])
         try:
             await self.stream(reader, writer)
         finally:
@@ -223,3 +225,9 @@ async def test_ready_on_headers_and_the_wait_timeout(binary: Path, server: SseSe
         assert 0.25 <= time.monotonic() - started < 5
         report = await clients.report()
         assert (report.opened, report.stats.events, report.stats.disconnects) == (3, 0, 0)
+
+
+async def test_streams_spread_over_source_addresses(binary: Path, server: SseServer) -> None:
+    async with cload.CClients(server.port, "/s/%d", COUNT, ready_on_headers=True, sources=3) as clients:
+        assert await clients.open(6) == 6
+    assert sorted(server.peers) == ["127.0.0.1", "127.0.0.1", "127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]
