@@ -86,6 +86,7 @@ class Result:
     max_ms: float = 0.0
     broadcast_cpu: float = 0.0
     client_cpu: float = 0.0
+    machine_broadcast: float = 0.0
 
     @property
     def rss_per_stream(self) -> float:
@@ -213,12 +214,14 @@ async def run(streams: int, args: argparse.Namespace, tmp: Path) -> Result:
         for group in groups:
             await group.measure(True)
         cpu0, client0, wall0 = tree_cpu_seconds(pids), sum(proc_cpu_seconds(g.pid) for g in groups), time.monotonic()
+        busy0 = system_busy_seconds()
         publisher.conn.send("go")
         await publisher.receive(args.seconds * 3 + 60, "publisher")
         await asyncio.gather(*(g.wait(args.drain) for g in groups))
         wall = time.monotonic() - wall0
         result.broadcast_cpu = 100 * (tree_cpu_seconds(pids) - cpu0) / wall
         result.client_cpu = 100 * (sum(proc_cpu_seconds(g.pid) for g in groups) - client0) / wall
+        result.machine_broadcast = 100 * (system_busy_seconds() - busy0) / wall
         reports = [await g.report() for g in groups]
         hist, max_ns = merged(reports)
         total = sum(hist)
@@ -247,15 +250,15 @@ def line(r: Result) -> str:
         f"{r.slab / max(1, r.opened) / 1024:.1f} KiB per stream (both ends); idle {r.idle_cpu:.2f} % of a core; "
         f"broadcast {r.unique:,}/{r.want:,} delivered ({r.duplicates} duplicates, {r.disconnects} cut), "
         f"p50 {r.p50_ms:.0f} p99 {r.p99_ms:.0f} max {r.max_ms:.0f} ms, gateway {r.broadcast_cpu:.0f} %, "
-        f"clients {r.client_cpu:.0f} %"
+        f"clients {r.client_cpu:.0f} %, machine {r.machine_broadcast:.0f} %"
     )
 
 
 def table(results: list[Result]) -> str:
     rows = [
         "| streams | workers | opened in | sockets per worker | gateway RSS | RSS / stream | kernel / stream "
-        "(buffers + slabs, both ends) | idle CPU (gateway; machine) | delivered | p50 | p99 | max | gateway CPU "
-        "broadcasting |",
+        "(buffers + slabs, both ends) | idle CPU (gateway; machine) | delivered | p50 | p99 | max | CPU broadcasting "
+        "(gateway; clients; machine) |",
         "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
@@ -265,7 +268,7 @@ def table(results: list[Result]) -> str:
             f"all in) | {r.sock_mem / max(1, r.opened):.0f} B + {r.slab / max(1, r.opened) / 1024:.1f} KiB | "
             f"{r.idle_cpu:.2f} % of a core; {r.machine_idle:.0f} % | {r.unique:,}/{r.want:,}"
             f"{f', {r.disconnects} cut' if r.disconnects else ''} | {r.p50_ms:.0f} ms | {r.p99_ms:.0f} ms | "
-            f"{r.max_ms:.0f} ms | {r.broadcast_cpu:.0f} % |"
+            f"{r.max_ms:.0f} ms | {r.broadcast_cpu:.0f} %; {r.client_cpu:.0f} %; {r.machine_broadcast:.0f} % |"
         )
     return "\n".join(rows)
 
@@ -301,7 +304,8 @@ def main() -> None:
             SECTION_BEGIN,
             f"Run {started:%Y-%m-%d %H:%M} UTC at commit `{git_commit()}` on {machine_description()}; load average "
             f"before -> after: {before} -> {loadavg()}. CPU is % of ONE core (the machine has {os.cpu_count()} x "
-            f"100 %). Idle over {args.idle_seconds:g} s; broadcast {args.rate:g} msg/s for {args.seconds:g} s "
+            f"100 %; machine: its busy time, others' work included). Idle over {args.idle_seconds:g} s; "
+            f"broadcast {args.rate:g} msg/s for {args.seconds:g} s "
             f"(producer linger.ms {args.linger_ms:g}); RSS / stream is the gateway's growth from "
             f"{WARM_PER_WORKER} streams per worker to all (all in: its whole RSS / streams).",
             "",
