@@ -173,6 +173,15 @@ async def run(streams: int, args: argparse.Namespace, tmp: Path) -> Result:
     count = max(1, round(args.rate * args.seconds))
     server = SluiceServer(tmp, workers=workers, producer_linger_ms=args.linger_ms)
     server.start()
+    if args.heartbeat:
+        assert server.gateway is not None
+        server.gateway.manage(
+            "shell",
+            "-c",
+            "from streams.services import route_upsert; "
+            f"route_upsert(path={server.path(None)!r}, heartbeat_seconds={args.heartbeat})",
+        )
+        await asyncio.sleep(2.0)  # the workers' route tables are read again after ROUTE_CACHE_SECONDS
     groups: list[CClients] = []
     publisher = None
     try:
@@ -283,6 +292,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1.0, help="Broadcast messages per second.")
     parser.add_argument("--seconds", type=float, default=30.0, help="Seconds of broadcasting.")
     parser.add_argument("--drain", type=float, default=20.0, help="Seconds to wait for the last deliveries.")
+    parser.add_argument("--heartbeat", type=int, default=0, help="The route's heartbeat_seconds (0: the default, 15).")
     parser.add_argument("--linger-ms", type=float, default=1.0, help="The producer's linger.ms.")
     parser.add_argument("--output", type=Path, help="Markdown file whose scale section is replaced (or appended).")
     args = parser.parse_args()
@@ -306,7 +316,8 @@ def main() -> None:
             f"before -> after: {before} -> {loadavg()}. CPU is % of ONE core (the machine has {os.cpu_count()} x "
             f"100 %; machine: its busy time, others' work included). Idle over {args.idle_seconds:g} s; "
             f"broadcast {args.rate:g} msg/s for {args.seconds:g} s "
-            f"(producer linger.ms {args.linger_ms:g}); RSS / stream is the gateway's growth from "
+            f"(producer linger.ms {args.linger_ms:g}); keep-alives every {args.heartbeat or 15} s; "
+            "RSS / stream is the gateway's growth from "
             f"{WARM_PER_WORKER} streams per worker to all (all in: its whole RSS / streams).",
             "",
             "```",
