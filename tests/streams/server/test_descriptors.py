@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from streams.server.descriptors import RESERVED_DESCRIPTORS, OpenFiles
+from tests.conftest import Gateway
 
 ROOT = Path(__file__).resolve().parents[3]
 PROBE = (
@@ -49,3 +50,13 @@ def test_a_low_hard_limit_says_how_to_raise_it() -> None:
     line = OpenFiles(before=1024, soft=1024, hard=1024).describe(workers=1)
     assert line.startswith("Open files: soft limit at 1,024 (hard limit 1,024): about 924 streams per worker;")
     assert "LimitNOFILE" in line
+
+
+def test_the_gateway_runs_at_its_hard_limit_and_says_so(gateway: Gateway) -> None:
+    assert gateway.process is not None
+    limits = Path(f"/proc/{gateway.process.pid}/limits").read_text()
+    soft, hard = next(line for line in limits.splitlines() if line.startswith("Max open files")).split()[3:5]
+    assert soft == hard
+    said = [line for line in gateway.output if line.startswith("Open files: soft limit")]
+    assert len(said) == 1
+    assert (f"{int(soft):,}" if soft.isdigit() else soft) in said[0]
