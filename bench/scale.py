@@ -189,7 +189,15 @@ async def run(streams: int, args: argparse.Namespace, tmp: Path) -> Result:
         shares = [streams // clients + (i < streams % clients) for i in range(clients)]
         first = [sum(shares[:i]) for i in range(clients)]
         for _ in range(clients):
-            group = CClients(server.port, path, count, concurrency=200, open_timeout=120, sources=args.sources)
+            group = CClients(
+                server.port,
+                path,
+                count,
+                concurrency=200,
+                open_timeout=120,
+                sources=args.sources,
+                poll_us=args.poll_us,
+            )
             groups.append(await group.start())
         publisher = server.publisher(args.rate, count, 200, 0)
         await publisher.receive(60, "publisher start")
@@ -317,6 +325,7 @@ def main() -> None:
             f"100 %; machine: its busy time, others' work included). Idle over {args.idle_seconds:g} s; "
             f"broadcast {args.rate:g} msg/s for {args.seconds:g} s "
             f"(producer linger.ms {args.linger_ms:g}); keep-alives every {args.heartbeat or 15} s; "
+            f"load clients {'polling every ' + str(args.poll_us) + ' µs' if args.poll_us else 'waiting in epoll'}; "
             "RSS / stream is the gateway's growth from "
             f"{WARM_PER_WORKER} streams per worker to all (all in: its whole RSS / streams).",
             "",

@@ -11,7 +11,7 @@
  *
  * Usage:
  *   sseload --port P --path TEMPLATE [--count C] [--keys K | --want W] [--ready-on-headers]
- *           [--concurrency N] [--open-timeout S] [--sources N] [--streams N [--first F]]
+ *           [--concurrency N] [--open-timeout S] [--sources N] [--poll-us U] [--streams N [--first F]]
  *
  *   --path        request path; "%d" is replaced by the stream's index, "%%" by "%"
  *   --count       the seq space: seqs 0 .. C-1 (default 1)
@@ -21,6 +21,10 @@
  *                 first complete SSE event arrived)
  *   --concurrency at most N streams opening at once (default 50)
  *   --open-timeout seconds a stream may take to open (default 30)
+ *   --poll-us     after a wait that returned fewer than MAX_EVENTS ready streams, sleep this many
+ *                 microseconds before the next (default 0: wait at once). On loopback the server's
+ *                 send() pays for waking a client asleep in epoll_wait; a client that sleeps
+ *                 instead is woken by no send, as a client on another machine is not
  *   --sources     connect from N loopback addresses, stream n from 127.0.0.(1 + n % N) (default 1):
  *                 one source address has one ephemeral port range (about 28,000 ports) towards the
  *                 server's address and port, so 100,000 streams need at least 4
@@ -114,6 +118,7 @@ static bool opt_ready_on_headers;
 static int opt_concurrency = 50;
 static double opt_open_timeout = 30.0;
 static int opt_sources = 1;
+static int opt_poll_us;
 
 /* Every stream ever opened, by slot (epoll's data is the slot). */
 static struct stream **streams;
@@ -789,7 +794,8 @@ static void stdin_readable(void) {
 
 static void usage(void) {
     fprintf(stderr, "usage: sseload --port P --path TEMPLATE [--count C] [--keys K | --want W] "
-                    "[--ready-on-headers] [--concurrency N] [--open-timeout S] [--sources N] [--streams N [--first F]]\n");
+                    "[--ready-on-headers] [--concurrency N] [--open-timeout S] [--sources N] [--poll-us U] "
+                    "[--streams N [--first F]]\n");
     exit(2);
 }
 
@@ -819,6 +825,8 @@ int main(int argc, char **argv) {
             opt_concurrency = atoi(value);
         else if (!strcmp(arg, "--open-timeout"))
             opt_open_timeout = atof(value);
+        else if (!strcmp(arg, "--poll-us"))
+            opt_poll_us = atoi(value);
         else if (!strcmp(arg, "--sources"))
             opt_sources = atoi(value);
         else if (!strcmp(arg, "--streams"))
@@ -890,5 +898,7 @@ int main(int argc, char **argv) {
         }
         batch_pump();
         wait_check(now);
+        if (opt_poll_us > 0 && n < MAX_EVENTS)
+            usleep((useconds_t)opt_poll_us);
     }
 }

@@ -166,11 +166,11 @@ async def server() -> AsyncIterator[SseServer]:
         yield running
 
 
-@pytest.mark.parametrize("keys", [0, 3])
-async def test_counts_as_the_python_client_does(binary: Path, keys: int) -> None:
+@pytest.mark.parametrize(("keys", "poll_us"), [(0, 0), (3, 0), (0, 500)])
+async def test_counts_as_the_python_client_does(binary: Path, keys: int, poll_us: int) -> None:
     streams = 4
     async with SseServer(keys) as server:
-        clients = await cload.CClients(server.port, "/s/%d", COUNT, keys=keys).start()
+        clients = await cload.CClients(server.port, "/s/%d", COUNT, keys=keys, poll_us=poll_us).start()
         try:
             assert await clients.open(streams) == streams
             await clients.measure(True)
