@@ -300,6 +300,12 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1.0, help="Broadcast messages per second.")
     parser.add_argument("--seconds", type=float, default=30.0, help="Seconds of broadcasting.")
     parser.add_argument("--drain", type=float, default=20.0, help="Seconds to wait for the last deliveries.")
+    parser.add_argument(
+        "--poll-us",
+        type=int,
+        default=0,
+        help="The load clients sleep this long between waits that found few streams ready (0: they wait in epoll).",
+    )
     parser.add_argument("--heartbeat", type=int, default=0, help="The route's heartbeat_seconds (0: the default, 15).")
     parser.add_argument("--linger-ms", type=float, default=1.0, help="The producer's linger.ms.")
     parser.add_argument("--output", type=Path, help="Markdown file whose scale section is replaced (or appended).")
