@@ -83,6 +83,9 @@ class CClients:
 
     Every stream wants all ``count`` seqs (or ``want``); with ``keys``, stream n wants n, n+keys, ... < count.
     Streams are ready once their first complete event arrived, or with ``ready_on_headers`` their response head.
+    With ``sources``, stream n connects from 127.0.0.(1 + n % sources): each source address has its own
+    ephemeral ports towards the server, so more than about 28,000 streams need several. With ``poll_us`` the
+    client sleeps that long between waits that found few streams ready (see ``sseload.c``).
     """
 
     def __init__(
@@ -96,8 +99,14 @@ class CClients:
         ready_on_headers: bool = False,
         concurrency: int = 50,
         open_timeout: float = 30.0,
+        sources: int = 1,
+        poll_us: int = 0,
     ) -> None:
         self.args = ["--port", str(port), "--path", path, "--count", str(max(1, count))]
+        if sources > 1:
+            self.args += ["--sources", str(sources)]
+        if poll_us > 0:
+            self.args += ["--poll-us", str(poll_us)]
         if keys:
             self.args += ["--keys", str(keys)]
         elif want is not None:

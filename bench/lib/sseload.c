@@ -11,7 +11,7 @@
  *
  * Usage:
  *   sseload --port P --path TEMPLATE [--count C] [--keys K | --want W] [--ready-on-headers]
- *           [--concurrency N] [--open-timeout S] [--streams N [--first F]]
+ *           [--concurrency N] [--open-timeout S] [--sources N] [--poll-us U] [--streams N [--first F]]
  *
  *   --path        request path; "%d" is replaced by the stream's index, "%k" by the index
  *                 modulo --keys (the index without it), "%%" by "%"
@@ -24,6 +24,13 @@
  *                 first complete SSE event arrived)
  *   --concurrency at most N streams opening at once (default 50)
  *   --open-timeout seconds a stream may take to open (default 30)
+ *   --poll-us     after a wait that returned fewer than MAX_EVENTS ready streams, sleep this many
+ *                 microseconds before the next (default 0: wait at once). On loopback the server's
+ *                 send() pays for waking a client asleep in epoll_wait; a client that sleeps
+ *                 instead is woken by no send, as a client on another machine is not
+ *   --sources     connect from N loopback addresses, stream n from 127.0.0.(1 + n % N) (default 1):
+ *                 one source address has one ephemeral port range (about 28,000 ports) towards the
+ *                 server's address and port, so 100,000 streams need at least 4
  *   --streams/--first  open these streams at once, as an `open F N` command would
  *
  * Protocol: the parent writes one command a line on stdin; every answer is one line on stdout.
@@ -113,6 +120,8 @@ static int64_t opt_want = -1;
 static bool opt_ready_on_headers;
 static int opt_concurrency = 50;
 static double opt_open_timeout = 30.0;
+static int opt_sources = 1;
+static int opt_poll_us;
 
 /* Every stream ever opened, by slot (epoll's data is the slot). */
 static struct stream **streams;
@@ -337,6 +346,16 @@ static void stream_start(int index) {
     }
     int one = 1;
     setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (opt_sources > 1) {
+        /* The port is chosen at connect(), per source address (not reserved for every destination at bind()). */
+        setsockopt(s->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+        struct sockaddr_in source = {.sin_family = AF_INET};
+        source.sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)(index % opt_sources));
+        if (bind(s->fd, (struct sockaddr *)&source, sizeof source) < 0) {
+            stream_fail(s, strerror(errno));
+            return;
+        }
+    }
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)opt_port)};
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = slot};
@@ -783,7 +802,8 @@ static void stdin_readable(void) {
 
 static void usage(void) {
     fprintf(stderr, "usage: sseload --port P --path TEMPLATE [--count C] [--keys K | --want W] "
-                    "[--ready-on-headers] [--concurrency N] [--open-timeout S] [--streams N [--first F]]\n");
+                    "[--ready-on-headers] [--concurrency N] [--open-timeout S] [--sources N] [--poll-us U] "
+                    "[--streams N [--first F]]\n");
     exit(2);
 }
 
@@ -813,6 +833,10 @@ int main(int argc, char **argv) {
             opt_concurrency = atoi(value);
         else if (!strcmp(arg, "--open-timeout"))
             opt_open_timeout = atof(value);
+        else if (!strcmp(arg, "--poll-us"))
+            opt_poll_us = atoi(value);
+        else if (!strcmp(arg, "--sources"))
+            opt_sources = atoi(value);
         else if (!strcmp(arg, "--streams"))
             initial_streams = atoi(value);
         else if (!strcmp(arg, "--first"))
@@ -820,7 +844,7 @@ int main(int argc, char **argv) {
         else
             usage();
     }
-    if (opt_port <= 0 || opt_port > 65535 || !opt_path)
+    if (opt_port <= 0 || opt_port > 65535 || !opt_path || opt_sources < 1 || opt_sources > 254)
         usage();
     seen_bytes = (size_t)(opt_count / 8 + 1);
 
@@ -882,5 +906,7 @@ int main(int argc, char **argv) {
         }
         batch_pump();
         wait_check(now);
+        if (opt_poll_us > 0 && n < MAX_EVENTS)
+            usleep((useconds_t)opt_poll_us);
     }
 }

@@ -47,6 +47,7 @@ class SseServer:
         self.server: asyncio.Server | None = None
         self.port = 0
         self.handlers: set[asyncio.Task[None]] = set()
+        self.peers: list[str] = []  # the address each connection came from
 
     async def __aenter__(self) -> SseServer:
         self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
@@ -65,6 +66,7 @@ class SseServer:
         task = asyncio.current_task()
         assert task is not None
         self.handlers.add(task)
+        self.peers.append(writer.get_extra_info("peername")[0])
         try:
             await self.stream(reader, writer)
         finally:
@@ -167,11 +169,11 @@ async def server() -> AsyncIterator[SseServer]:
         yield running
 
 
-@pytest.mark.parametrize("keys", [0, 3])
-async def test_counts_as_the_python_client_does(binary: Path, keys: int) -> None:
+@pytest.mark.parametrize(("keys", "poll_us"), [(0, 0), (3, 0), (0, 500)])
+async def test_counts_as_the_python_client_does(binary: Path, keys: int, poll_us: int) -> None:
     streams = 4
     async with SseServer(keys) as server:
-        clients = await cload.CClients(server.port, "/s/%d", COUNT, keys=keys).start()
+        clients = await cload.CClients(server.port, "/s/%d", COUNT, keys=keys, poll_us=poll_us).start()
         try:
             assert await clients.open(streams) == streams
             await clients.measure(True)
@@ -257,3 +259,9 @@ async def test_a_seq_the_stream_does_not_want_is_not_counted_as_received(binary:
             await clients.close()
     sent = len(range(1, COUNT, keys)) + 1  # and the duplicate
     assert (report.unique, report.duplicates, report.out_of_range) == (0, 0, sent)
+
+
+async def test_streams_spread_over_source_addresses(binary: Path, server: SseServer) -> None:
+    async with cload.CClients(server.port, "/s/%d", COUNT, ready_on_headers=True, sources=3) as clients:
+        assert await clients.open(6) == 6
+    assert sorted(server.peers) == ["127.0.0.1", "127.0.0.1", "127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]

@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from common.database import database_reachable
 from streams.conf import streams_settings
+from streams.server.descriptors import open_files_raise
 from streams.server.workers import channel_layer_shared, workers_default
 
 # Added to the error when the address to listen on is taken: the option that picks another.
@@ -88,6 +89,8 @@ class Command(BaseCommand):
             raise CommandError("--workers above 1 serves plain HTTP only; terminate TLS in front, or use one worker")
         if options["listen_fd"] is None:
             self.listen_ensure(options["host"], options["port"])  # before the broker and the demo start
+            # Every stream is a socket: the workers inherit the raised limit.
+            self.stdout.write(open_files_raise().describe(workers))
         if workers == 1:
             database_reachable()  # away: one line says so; requests and probes retry it (docs/reliability.md)
         with self.kafka(options["kafka_bootstrap"]) as bootstrap:
