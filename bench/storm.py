@@ -67,6 +67,21 @@ def es256_key() -> tuple[bytes, dict[str, str]]:
     return pem, {**jwk, "kid": "s1", "alg": "ES256"}
 
 
+def thread_cpu(pids: list[int]) -> dict[str, float]:
+    """CPU seconds of the serving processes: their event-loop (main) threads, and their other threads."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            name = f"{pid} loop" if task.name == str(pid) else f"{pid} other"
+            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def profiler_start(pids: list[int], path: Path) -> subprocess.Popen[bytes]:
     """py-spy on the serving processes (raw collapsed stacks) until SIGINT."""
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
@@ -97,11 +112,15 @@ async def storm(args: argparse.Namespace, gateway: Gateway, produce: object, pem
     pids = gateway.pids()
     profiler = profiler_start(pids, args.profile) if args.profile else None
     cpu0 = tree_cpu_seconds(pids)
+    threads0 = thread_cpu(pids)
     started = time.monotonic()
     for child in children:
         child.conn.send("go")
     results = [await child.receive(600, "storm client: the storm") for child in children]
     cpu = tree_cpu_seconds(pids) - cpu0
+    threads = {name: t - threads0.get(name, 0.0) for name, t in thread_cpu(pids).items()}
+    busy = ", ".join(f"{name} {t:.2f}" for name, t in sorted(threads.items(), key=lambda x: -x[1]) if t >= 0.05)
+    print(f"gateway CPU by thread (s): {busy}", file=sys.stderr)
     if profiler is not None:
         profiler.send_signal(signal.SIGINT)
         profiler.wait(60)
@@ -141,6 +160,7 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=20, help="events produced while the clients are away")
     parser.add_argument("--public", action="store_true", help="no guard: the route is public, no token sent")
     parser.add_argument("--admissions-per-second", type=float, default=0.0, help="SLUICE_ADMISSIONS_PER_SECOND")
+    parser.add_argument("--loop", default="asyncio", help="SLUICE_EVENT_LOOP of the gateway: asyncio or uvloop")
     parser.add_argument("--profile", type=Path, help="py-spy the worker(s) during the storm into this file")
     args = parser.parse_args()
     args.processes = args.processes or max(1, -(-args.clients // 5000))
@@ -151,6 +171,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="sluice-storm-"))
     gateway = Gateway(f"sqlite:///{workdir / 'db.sqlite3'}", broker.bootstrap, workdir / "gateway.log", args.workers)
     gateway.env["SLUICE_ADMISSIONS_PER_SECOND"] = str(args.admissions_per_second)
+    gateway.env["SLUICE_EVENT_LOOP"] = args.loop
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": broker.bootstrap})
@@ -178,7 +199,8 @@ def main() -> None:
     )
     print(
         f"{args.clients} {'public' if args.public else 'ES256-guarded'} streams reconnected with Last-Event-ID at once "
-        f"({args.workers} worker(s), {args.processes} client processes): all admitted in {result['admitted_in']:.2f} s "
+        f"({args.workers} worker(s) on {args.loop}, {args.processes} client processes): "
+        f"all admitted in {result['admitted_in']:.2f} s "
         f"(first {result['first']:.2f} s; mean {result['mean']:.0f}/s, peak second {result['peak_second']:.0f}), "
         f"every client level in {result['level_in']:.2f} s; gateway CPU {result['cpu_ms_per_admission']:.3f} ms "
         f"per admission; {result['refused']:.0f} retried, {result['wrong_counts']:.0f} with a wrong event count"
