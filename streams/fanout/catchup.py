@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from streams.core.closing import CloseReason
 from streams.core.formats.registry import RegistryUnavailable
-from streams.core.ids import progress_encode
+from streams.core.ids import ProgressEncoder
 from streams.core.records import Record
 from streams.fanout.catchup_reads import CHUNK_BYTES, CHUNK_RECORDS, BacklogSession
 from streams.fanout.kafka import KafkaUnavailable
@@ -156,9 +156,12 @@ class CatchUp:
         merged = heapq.merge(*chunk, key=lambda r: r.timestamp) if len(chunk) > 1 else iter(chunk[0] if chunk else ())
         since_ms, since_partitions = sub.since_ms, sub.since_partitions
         counts = state.tally(sub.route)
+        # The stream's position moves one partition per record: re-encode that partition's offset only.
+        progress_ids = ProgressEncoder(positions)
         for record in merged:
             p = record.partition
             positions[p] = record.offset + 1
+            progress_ids.move(p, record.offset + 1)
             if since_partitions and p in since_partitions:
                 if record.timestamp < (since_ms or 0):
                     continue
@@ -173,8 +176,13 @@ class CatchUp:
                 # Skipped, yet the next id or checkpoint carries the progress past it.
                 counts.schema += 1
                 continue
-            progress = progress_encode(positions)
-            frame = record.frame(progress, sub.form, sub.binary)
+            progress = progress_ids.token
+            # Where the stream's id is the one the hub gave this record (a resume of a one-partition
+            # topic: every stream of a storm), the frame every live stream shares is reused.
+            if progress == record.progress_id:
+                frame = record.live_frame(sub.form, sub.binary)
+            else:
+                frame = record.frame(progress, sub.form, sub.binary)
             if frame is None:
                 state.counters.invalid += 1
                 counts.invalid += 1
