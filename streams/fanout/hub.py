@@ -182,6 +182,10 @@ class TopicHub:
         """Whether delivery waits for the topic's schema registry to answer."""
         return self._fetcher is not None and self._fetcher.registry_waiting is not None
 
+    @property
+    def fetch_wait_ms(self) -> int:  # the live fetch's fetch.wait.max.ms now (0: none; streams.fanout.pacing)
+        return self._fetcher.fetch_wait_ms if self._fetcher is not None else 0
+
     def lag(self) -> dict[int, int]:
         """Records per partition the hub has yet to read: the fetch's high watermark minus the hub's position."""
         fetcher = self._fetcher

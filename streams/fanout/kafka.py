@@ -7,6 +7,7 @@ stream opens at once on any Kafka (and on brokers where group joins are slow).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -23,7 +24,7 @@ from streams.core.records import Record
 from streams.core.retry import RetriesStopped, RetryPolicy, call_retried
 from streams.fanout.diagnosis import ClusterDiagnosis
 from streams.fanout.kafka_config import consumer_config
-from streams.fanout.pacing import FetchWait, Linger, backlog_wait_ms, fetch_wait_ms
+from streams.fanout.pacing import MEASURE_MS, FetchWait, Linger, backlog_wait_ms, fetch_answer_ms, fetch_wait_ms
 from streams.fanout.restarts import RestartWatch, TopicIds
 
 logger = logging.getLogger("sluice.kafka")
@@ -235,6 +236,8 @@ class LiveFetcher:
         self._restarts = RestartWatch(topic, access.topic_ids.lookup)
         # The fetch wait while records flow, and while the topic is quiet (see streams.fanout.pacing).
         self._wait = FetchWait(access.fetch_wait_ms)
+        # The broker's time to answer a fetch beyond its wait, as librdkafka last reported it (None: not since).
+        self._answer_ms: float | None = None
         # Per partition, the next offset to fetch: where a remade consumer starts.
         self._next = dict(start)
         self._consumer = self._consumer_make(self._wait.busy_ms)
@@ -260,19 +263,27 @@ class LiveFetcher:
         return self._wait.current_ms
 
     def _consumer_make(self, wait_ms: int) -> Consumer:
-        consumer = Consumer(
-            consumer_config(self._client, **{"queued.max.messages.kbytes": 32768, "fetch.wait.max.ms": wait_ms})
-        )
+        extra: dict[str, Any] = {"queued.max.messages.kbytes": 32768, "fetch.wait.max.ms": wait_ms}
+        if self._wait.adaptive:  # the fetches' round trips pace the wait (streams.fanout.pacing)
+            extra.update({"statistics.interval.ms": MEASURE_MS, "stats_cb": self._stats_note})
+        consumer = Consumer(consumer_config(self._client, **extra))
         consumer.assign([TopicPartition(self.topic, p, o) for p, o in self._next.items()])
         self._wait.current_ms = wait_ms
         return consumer
 
     def _consumer_remake(self, consumer: Consumer, wait_ms: int) -> Consumer:
         """The same reads with another fetch wait (librdkafka cannot change it on a running consumer)."""
-        logger.debug("topic %s: fetch wait %d ms -> %d ms", self.topic, self._wait.current_ms, wait_ms)
+        logger.debug("topic %s: fetch wait %d ms (behind %d records)", self.topic, wait_ms, self._wait.behind)
         consumer.close()
         self._consumer = self._consumer_make(wait_ms)
         return self._consumer
+
+    def _stats_note(self, stats: str) -> None:
+        """librdkafka's statistics (on the fetch thread, inside a poll): how long the broker takes to answer."""
+        try:
+            self._answer_ms = fetch_answer_ms(json.loads(stats), self._wait.current_ms)
+        except (ValueError, KeyError, TypeError):
+            self._answer_ms = None
 
     def partitions_add(self, starts: dict[int, int]) -> None:
         """Read these new partitions too, from these offsets (assigned by the fetch thread, between polls)."""
@@ -326,7 +337,8 @@ class LiveFetcher:
                     self._watermarks_note(consumer)
                     if self._restarts.suspect:
                         self._restart_check(consumer)
-                    wait = self._wait.when_behind(self._behind(), now)
+                    answer, self._answer_ms = self._answer_ms, None
+                    wait = self._wait.when_measured(now, self._behind(), answer)
                     if wait is not None:
                         consumer = self._consumer_remake(consumer, wait)
                 if self._added:

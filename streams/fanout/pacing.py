@@ -1,21 +1,20 @@
 """How long a topic's fetch waits at the broker, and whether a new record waits for company.
 
-Two settings trade latency against work per delivery, and neither has one right value:
+The rules and their inputs, in one table: docs/operations.md, "Fetch pacing". Two settings trade
+latency against work per delivery, and neither has one right value:
 
 - ``fetch.wait.max.ms``: how long the broker may hold a fetch that found nothing. Kafka
   answers a waiting fetch as soon as a record arrives, so a long wait costs nothing and
   saves empty round trips. Some brokers (tansu, the embedded broker) hold it to the end
-  whatever arrives: a record then waits half the setting on average. The wait is fitted
-  to the broker: short where it holds fetches, long where it answers early, unless
-  ``SLUICE_FETCH_WAIT_MS`` says otherwise. A short wait means a fetch round trip every
-  few milliseconds, so a topic that has been quiet for :data:`QUIET_SECONDS` goes back to
-  the long wait (:class:`FetchWait`) until its next record: idle topics cost next to
-  nothing, and only the first record after a quiet spell waits longer.
+  whatever arrives: a record then waits half the setting on average. There the wait
+  follows what is measured now (:class:`FetchWait`): short while records come a few at a
+  time, longer under load, longer still while the broker is slow to answer, long while
+  the topic is quiet; nothing from earlier load is kept.
 - the linger: after a record, how long to wait for more before writing to the streams.
   Batching is what keeps the cost per delivery low under load (one write per stream per
   batch), but when records come one at a time it is only delay. :class:`Linger` sends at
   once when the fetch brought one record or a few, and lingers only when it brought many.
-  Nor does it linger while the broker holds the loaded wait (:attr:`FetchWait.batches`):
+  Nor does it linger on the loaded wait or a longer one (:attr:`FetchWait.batches`):
   the fetch has already gathered what came in that time, and the next one is a wait away,
   so lingering would only add its time to every record (10,000 per-user streams at
   10,000 msg/s: p50 22 ms with it; see docs/benchmarks.md).
@@ -27,8 +26,8 @@ from __future__ import annotations
 _HOLDING_CLUSTERS = ("tansu",)
 # fetch.wait.max.ms for a broker that holds fetches (a record waits about half of it), to start
 # with: 1 ms. A broker that cannot keep up with fetches that short (tansu with a log of millions of
-# records) leaves the fetch behind the log's end while its fetches bring little: the topic's short
-# wait then doubles (see FetchWait.when_behind). 1 ms is half a millisecond faster than 2 at 100
+# record batches) answers them slowly: the wait then follows its answers (FetchWait.when_measured).
+# 1 ms is half a millisecond faster than 2 at 100
 # clients x 100 msg/s (p50 2.5-2.8 ms against 3.0-3.5 in five runs each; see docs/benchmarks.md).
 HOLDING_WAIT_MS = 1
 # fetch.wait.max.ms of catch-up reads on a broker that holds fetches. They read what is already in
@@ -39,7 +38,7 @@ HOLDING_WAIT_MS = 1
 HOLDING_BACKLOG_WAIT_MS = 10
 # ... and for one that answers as soon as a record arrives.
 ANSWERING_WAIT_MS = 100
-# Records a fetch must bring at once before the fetcher lingers for more: fewer is not load.
+# Records a fetch must bring at once before the fetcher lingers for more, and counts as heavy: fewer is not load.
 BUSY_RECORDS = 4
 # A topic without records for this long is quiet: its fetch goes back to the long wait.
 QUIET_SECONDS = 2.0
@@ -49,14 +48,27 @@ QUIET_SECONDS = 2.0
 # against 28-55 ms at 20, and the peak at 100 clients was the same (2.38 against 2.35 million
 # deliveries/s; see docs/benchmarks.md).
 LOADED_WAIT_MS = 10
-# Fetches in a row that must call for another wait before it changes.
+# Fetches in a row that must bring many (or few) records before the topic counts as loaded (or not).
 STREAK_FETCHES = 20
 # Records the fetch may fall behind the log's end before the topic counts as loaded, whatever
 # the fetches bring (under a heavy produce load, tansu answers short fetches with little or nothing).
 BEHIND_RECORDS = 50
-# Once loaded, a topic keeps the loaded wait at least this long (a broker slow to answer short
-# fetches is slow for a while: its log is long, or its producers are busy).
-LOADED_HOLD_SECONDS = 30.0
+# How often librdkafka reports the fetches' round trips (its statistics), in ms.
+MEASURE_MS = 1000
+# A broker that takes longer than this to answer a fetch (its round trip less the wait) is slow:
+# the wait becomes at least SLOW_FACTOR times its answer, so that the topic's fetches take at most
+# about 1 / (1 + SLOW_FACTOR) of the broker's time, and the log's producers keep the rest. A fresh
+# embedded broker answers in well under a millisecond; one whose log holds many record batches
+# takes longer for every fetch (docs/benchmarks.md, "Pacing").
+SLOW_ANSWER_MS = 3.0
+SLOW_FACTOR = 4
+# The waits a slow broker's answer time is rounded up to (fewer consumer remakes than any value).
+WAIT_STEPS_MS = (1, 2, 5, 10, 20, 50, 100)
+# Measurements in a row that must ask for a shorter wait before a backed-off wait comes down.
+EASE_MEASUREMENTS = 2
+# The least time between two changes of a wait while records flow (each one remakes the consumer);
+# the first records after a quiet spell do not wait for it.
+CHANGE_SECONDS = 0.5
 
 
 def broker_holds_fetches(cluster_id: str | None) -> bool:
@@ -90,73 +102,149 @@ class Linger:
 
 
 class FetchWait:
-    """The fetch wait of one topic, as its traffic goes.
+    """The fetch wait of one topic, from its traffic and its broker's answers; never from before that.
 
-    On a broker that holds fetches, three waits: ``busy_ms`` (short) while records come
-    a few at a time, so each waits little; :data:`LOADED_WAIT_MS` once fetches keep
-    bringing many (at thousands of records a second, fetch round trips every couple of
-    milliseconds cost the broker more than they save: the batches are large anyway);
-    :data:`ANSWERING_WAIT_MS` once the topic is quiet. A change needs
-    :data:`STREAK_FETCHES` fetches in a row that call for it, so a rate near a bound does
-    not flap. A fetch found behind the log's end on the short wait although its fetches
-    brought few records means the broker cannot answer fetches that short in time: the
-    short wait doubles for good (up to the loaded one), so each topic settles on the
-    shortest wait its broker keeps up with. Behind while fetches bring many is the rate,
-    not the broker: the loaded wait, and the short one unchanged.
-    On other brokers the wait is long and never changes. ``when_idle``, ``when_behind``
-    and ``when_records`` say when the fetcher should remake its consumer (None: keep it).
+    On a broker that holds fetches the wait is the longest of:
+
+    - the pace of the traffic: ``busy_ms`` (short) while records come a few at a time, so each
+      waits little; :data:`LOADED_WAIT_MS` once :data:`STREAK_FETCHES` fetches in a row brought
+      many, or the fetch is :data:`BEHIND_RECORDS` behind the log's end (at thousands of records
+      a second, round trips every couple of milliseconds cost the broker more than they save:
+      the batches are large anyway); back to ``busy_ms`` after as many fetches in a row brought few;
+      :data:`ANSWERING_WAIT_MS` once the topic is quiet, back at its next record;
+    - the broker's pace (``floor_ms``): a broker slow to answer (measured round trips less the
+      wait, :meth:`when_measured`) gets :data:`SLOW_FACTOR` times its answer time as a wait, so
+      the topic never keeps hammering a broker that cannot keep up; it comes down again once
+      :data:`EASE_MEASUREMENTS` measurements in a row found the broker answering faster.
+
+    Nothing else is kept: every input is measured again, so a wait returns to the fast one within
+    a few seconds of the load falling. A change remakes the consumer, so changes are at least
+    :data:`CHANGE_SECONDS` apart, except the first records after a quiet spell. On other brokers
+    the wait is long and never changes. ``when_idle``, ``when_records`` and ``when_measured`` say
+    when the fetcher should remake its consumer (None: keep it).
     """
 
-    __slots__ = ("busy_ms", "current_ms", "heavy", "last_record", "light", "loaded_ms", "loaded_until", "quiet_ms")
+    __slots__ = (
+        "adaptive",
+        "behind",
+        "busy_ms",
+        "changed_at",
+        "current_ms",
+        "easing",
+        "floor_ms",
+        "heavy",
+        "last_record",
+        "light",
+        "loaded",
+        "loaded_ms",
+        "quiet",
+        "quiet_ms",
+    )
 
     def __init__(self, busy_ms: int) -> None:
         self.busy_ms = busy_ms
         self.quiet_ms = max(busy_ms, ANSWERING_WAIT_MS)
         self.loaded_ms = max(busy_ms, LOADED_WAIT_MS)
+        self.adaptive = self.quiet_ms != busy_ms  # a broker that answers early keeps one long wait
         self.current_ms = busy_ms
         self.last_record = 0.0
         self.heavy = 0  # fetches in a row that brought many records
         self.light = 0  # fetches in a row that brought a few
-        self.loaded_until = 0.0  # no going back to the short wait before this
+        self.loaded = False
+        self.quiet = False
+        self.behind = 0  # records between the fetch and the log's end, as last measured
+        self.floor_ms = 0  # the broker's pace: no shorter wait while it answers this slowly
+        self.easing = 0  # measurements in a row that asked for a lower floor
+        self.changed_at = float("-inf")
 
     @property
     def batches(self) -> bool:
-        """Whether the broker holds the loaded wait: each fetch gathers that long, no linger needed."""
-        return self.current_ms == self.loaded_ms and self.loaded_ms != self.busy_ms
+        """Whether the wait is the loaded one or longer: each fetch gathers that long, no linger needed."""
+        return self.adaptive and not self.quiet and self.current_ms >= self.loaded_ms
+
+    def wanted_ms(self) -> int:
+        """The wait the topic's traffic and its broker's answers call for now."""
+        if not self.adaptive:
+            return self.current_ms
+        if self.quiet:
+            return self.quiet_ms
+        pace = self.loaded_ms if self.loaded else self.busy_ms
+        return min(self.quiet_ms, max(pace, self.floor_ms))
+
+    def _change(self, now: float, at_once: bool = False) -> int | None:
+        wanted = self.wanted_ms()
+        if wanted == self.current_ms or (not at_once and now - self.changed_at < CHANGE_SECONDS):
+            return None
+        self.changed_at = now
+        self.current_ms = wanted
+        return wanted
 
     def when_idle(self, now: float) -> int | None:
         """A poll found nothing: the quiet wait, if the topic has just become quiet."""
-        if self.current_ms != self.quiet_ms and now - self.last_record >= QUIET_SECONDS:
+        if self.adaptive and not self.quiet and now - self.last_record >= QUIET_SECONDS:
+            self.quiet, self.loaded = True, False
             self.heavy = self.light = 0
-            return self.quiet_ms
-        return None
-
-    def when_behind(self, records: int, now: float) -> int | None:
-        """The fetch is ``records`` behind the log's end: the loaded wait, if it is behind on a short one."""
-        if records >= BEHIND_RECORDS and self.current_ms == self.busy_ms and self.loaded_ms != self.busy_ms:
-            if not self.heavy:
-                # Behind although the fetches brought few records: the broker, not the rate, is
-                # what keeps it behind. The short wait is too short for it: longer from now on.
-                self.busy_ms = min(self.busy_ms * 2, self.loaded_ms)
-            self.heavy, self.light = STREAK_FETCHES, 0
-            self.loaded_until = now + LOADED_HOLD_SECONDS
-            return self.loaded_ms
-        return None
+            return self._change(now, at_once=True)
+        return self._change(now) if self.adaptive else None
 
     def when_records(self, now: float, records: int = 1) -> int | None:
         """A fetch brought ``records``: the wait the topic's traffic calls for, if it changed."""
         self.last_record = now
+        if not self.adaptive:
+            return None
         if records >= BUSY_RECORDS:
             self.heavy, self.light = self.heavy + 1, 0
         else:
             self.heavy, self.light = 0, self.light + 1
-        wanted = self.current_ms
-        if self.current_ms == self.quiet_ms and self.quiet_ms != self.busy_ms:
-            wanted = self.busy_ms  # the first records after a quiet spell
-        elif self.heavy >= STREAK_FETCHES:
-            if self.current_ms != self.loaded_ms:
-                self.loaded_until = now + LOADED_HOLD_SECONDS
-            wanted = self.loaded_ms
-        elif self.light >= STREAK_FETCHES and self.current_ms != self.busy_ms and now >= self.loaded_until:
-            wanted = self.busy_ms
-        return wanted if wanted != self.current_ms else None
+        if self.quiet:
+            self.quiet = False
+            return self._change(now, at_once=True)  # the first records after a quiet spell
+        if self.heavy >= STREAK_FETCHES:
+            self.loaded = True
+        elif self.light >= STREAK_FETCHES and self.behind < BEHIND_RECORDS:
+            self.loaded = False
+        return self._change(now)
+
+    def when_measured(self, now: float, behind: int, answer_ms: float | None = None) -> int | None:
+        """The fetch is ``behind`` records from the log's end, and the broker answers in ``answer_ms`` (None: unknown).
+
+        ``answer_ms`` is a fetch's round trip less the wait (the broker's own time). Its floor goes
+        up at once, and down after :data:`EASE_MEASUREMENTS` measurements in a row asked for less.
+        """
+        if not self.adaptive:
+            return None
+        self.behind = behind
+        if behind >= BEHIND_RECORDS and not self.quiet:
+            self.loaded, self.light = True, 0
+        if answer_ms is not None:
+            floor = slow_broker_wait_ms(answer_ms)
+            if floor >= self.floor_ms:
+                self.floor_ms, self.easing = floor, 0
+            else:
+                self.easing += 1
+                if self.easing >= EASE_MEASUREMENTS:
+                    self.floor_ms, self.easing = floor, 0
+        return self._change(now)
+
+
+def slow_broker_wait_ms(answer_ms: float) -> int:
+    """The least wait for a broker that answers a fetch in ``answer_ms``: 0 if it is not slow."""
+    if answer_ms <= SLOW_ANSWER_MS:
+        return 0
+    wanted = SLOW_FACTOR * answer_ms
+    return next((step for step in WAIT_STEPS_MS if step >= wanted), WAIT_STEPS_MS[-1])
+
+
+def fetch_answer_ms(stats: dict, wait_ms: int) -> float | None:
+    """The brokers' median time to answer a fetch beyond its wait, from librdkafka's statistics (None: no fetches).
+
+    ``rtt`` is librdkafka's window of request round trips per broker since its last report (in
+    µs); a consumer's requests are nearly all fetches, which a broker that holds fetches answers
+    after the wait. The slowest broker that answered counts.
+    """
+    answers = [
+        broker["rtt"]["p50"] / 1000 - wait_ms
+        for broker in stats.get("brokers", {}).values()
+        if broker.get("nodeid", -1) >= 0 and broker.get("rtt", {}).get("cnt", 0) > 0
+    ]
+    return max(0.0, max(answers)) if answers else None

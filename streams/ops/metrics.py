@@ -90,6 +90,12 @@ _TOPIC_SERIES: dict[str, tuple[str, str, Callable[[TopicHub], float]]] = {
         "1 while the topic's delivery waits for its schema registry to answer (nothing is skipped meanwhile).",
         lambda h: int(h.registry_waiting),
     ),
+    "sluice_fetch_wait_ms": (
+        "gauge",
+        "fetch.wait.max.ms of the topic's live fetch now: it follows the traffic and the broker's answers "
+        "(docs/operations.md, Fetch pacing).",
+        lambda h: h.fetch_wait_ms,
+    ),
     "sluice_schema_rejected_total": (
         "counter",
         "Records that failed the topic's schema: delivered to no stream.",

@@ -14,6 +14,7 @@ class FakeFeed:
     """A live feed that never fetches: the test hands the hub its batches."""
 
     registry_waiting: str | None = None
+    fetch_wait_ms = 0
 
     def __init__(self, start: dict[int, int]) -> None:
         self.start_positions = dict(start)

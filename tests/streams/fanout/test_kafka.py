@@ -397,57 +397,70 @@ def test_quiet_topic_remakes_its_consumer_from_where_it_was(
 
 
 def test_fetch_wait_lengthens_under_load_and_shortens_after() -> None:
-    from streams.fanout.pacing import LOADED_WAIT_MS, STREAK_FETCHES, FetchWait
+    from streams.fanout.pacing import CHANGE_SECONDS, LOADED_WAIT_MS, STREAK_FETCHES, FetchWait
 
     wait = FetchWait(2)
-    changes = [wait.when_records(float(n), 40) for n in range(STREAK_FETCHES)]
+    changes = [wait.when_records(float(n) / 100, 40) for n in range(STREAK_FETCHES)]
     assert changes[:-1] == [None] * (STREAK_FETCHES - 1)  # a burst alone changes nothing
     assert changes[-1] == LOADED_WAIT_MS
-    assert not wait.batches  # the short wait: the fetcher may linger
-    wait.current_ms = LOADED_WAIT_MS
     assert wait.batches  # the loaded wait gathers records: no linger on top of it
-    assert wait.when_records(10.0, 1) is None
-    changes = [wait.when_records(10.0 + n / 10, 1) for n in range(STREAK_FETCHES)]
-    assert changes == [None] * STREAK_FETCHES  # held: a broker slow to answer short fetches stays slow a while
-    changes = [wait.when_records(100.0 + n, 1) for n in range(STREAK_FETCHES)]
-    assert changes[-1] == 2
+    now = 0.2
+    changes = [wait.when_records(now + n / 100, 1) for n in range(STREAK_FETCHES)]
+    assert changes[-1] is None  # a change remakes the consumer: not twice within CHANGE_SECONDS
+    assert wait.when_records(now + CHANGE_SECONDS, 1) == 2  # the load fell: the short wait, nothing held
+    assert not wait.batches  # the short wait: the fetcher may linger
 
 
 def test_fetch_wait_lengthens_when_the_fetch_falls_behind() -> None:
-    from streams.fanout.pacing import BEHIND_RECORDS, LOADED_WAIT_MS, FetchWait
+    from streams.fanout.pacing import BEHIND_RECORDS, CHANGE_SECONDS, LOADED_WAIT_MS, STREAK_FETCHES, FetchWait
 
     wait = FetchWait(2)
-    assert wait.when_behind(BEHIND_RECORDS - 1, 0.0) is None
-    assert wait.when_behind(BEHIND_RECORDS, 0.0) == LOADED_WAIT_MS
-    assert FetchWait(100).when_behind(10_000, 0.0) is None  # a broker that answers early keeps its wait
+    assert wait.when_measured(0.0, BEHIND_RECORDS - 1) is None
+    assert wait.when_measured(0.0, BEHIND_RECORDS) == LOADED_WAIT_MS
+    now = CHANGE_SECONDS
+    assert [wait.when_records(now + n, 1) for n in range(STREAK_FETCHES)] == [None] * STREAK_FETCHES  # still behind
+    wait.when_measured(now + STREAK_FETCHES, 0)
+    changes = [wait.when_records(now + STREAK_FETCHES + n, 1) for n in range(STREAK_FETCHES)]
+    assert changes[0] == 2  # caught up, and the fetches brought few: the short wait again, as it was
+    assert wait.busy_ms == 2
+    assert FetchWait(100).when_measured(0.0, 10_000, 500.0) is None  # a broker that answers early keeps its wait
     assert not FetchWait(100).batches  # ... and lingers after a fetch that brought many
 
 
-def test_a_short_wait_the_broker_cannot_keep_up_with_doubles_for_good() -> None:
-    from streams.fanout.pacing import BEHIND_RECORDS, LOADED_HOLD_SECONDS, LOADED_WAIT_MS, STREAK_FETCHES, FetchWait
+def test_fetch_wait_backs_off_from_a_slow_broker_and_comes_back() -> None:
+    from streams.fanout.pacing import (
+        ANSWERING_WAIT_MS,
+        CHANGE_SECONDS,
+        EASE_MEASUREMENTS,
+        SLOW_ANSWER_MS,
+        SLOW_FACTOR,
+        FetchWait,
+        slow_broker_wait_ms,
+    )
 
+    assert slow_broker_wait_ms(SLOW_ANSWER_MS) == 0  # answers in time: no floor
+    assert slow_broker_wait_ms(SLOW_ANSWER_MS + 2) >= SLOW_FACTOR * (SLOW_ANSWER_MS + 2)
+    assert slow_broker_wait_ms(1000.0) == ANSWERING_WAIT_MS  # never longer than the quiet wait
     wait = FetchWait(1)
-    now = 0.0
-    shorts = []
-    for _ in range(6):  # behind on the short wait, loaded for a while, back to the short wait, behind again ...
-        assert wait.when_behind(BEHIND_RECORDS, now) == LOADED_WAIT_MS
-        wait.current_ms = LOADED_WAIT_MS
-        now += LOADED_HOLD_SECONDS
-        changes = [wait.when_records(now + n / 100, 1) for n in range(STREAK_FETCHES)]
-        short = changes[-1]
-        if short is None:  # the short wait has reached the loaded one: nothing left to change
-            break
-        shorts.append(short)
-        wait.current_ms = short
-    assert shorts == [2, 4, 8]
-    assert wait.busy_ms == LOADED_WAIT_MS
-    assert wait.when_behind(10_000, now) is None  # as long as the loaded wait: nothing to lengthen
+    assert wait.when_records(0.0, 1) is None
+    assert wait.when_measured(1.0, 0, 12.0) == 50  # 4 x 12 ms: the broker's pace, at once
+    assert wait.batches
+    assert wait.when_measured(2.0, 0, 0.2) is None  # one fast answer is not enough to come down
+    now = 2.0 + CHANGE_SECONDS
+    changes = [wait.when_measured(now + n, 0, 0.2) for n in range(EASE_MEASUREMENTS - 1)]
+    assert changes[-1] == 1  # answering fast again: back to the short wait, within seconds
+    wait.when_idle(1000.0)  # quiet: the long wait ...
+    assert wait.when_measured(1001.0, 0, 10.0) is None  # ... whatever the broker's pace
+    assert wait.when_records(1002.0, 1) == 50  # the first record: a slow broker's pace, not the short wait
 
 
-def test_behind_at_a_high_rate_keeps_the_short_wait() -> None:
-    from streams.fanout.pacing import BEHIND_RECORDS, LOADED_WAIT_MS, FetchWait
+def test_fetch_answer_is_the_round_trip_beyond_the_wait() -> None:
+    from streams.fanout.pacing import fetch_answer_ms
 
-    wait = FetchWait(2)
-    wait.when_records(0.0, 400)  # the fetches bring many: the rate, not the broker, is why it is behind
-    assert wait.when_behind(BEHIND_RECORDS, 0.0) == LOADED_WAIT_MS
-    assert wait.busy_ms == 2
+    def broker(nodeid: int, p50_us: int, count: int) -> dict[str, Any]:
+        return {"nodeid": nodeid, "rtt": {"p50": p50_us, "cnt": count}}
+
+    stats = {"brokers": {"b1": broker(1, 13_000, 40), "boot": broker(-1, 90_000, 2), "b2": broker(2, 0, 0)}}
+    assert fetch_answer_ms(stats, 10) == pytest.approx(3.0)  # the bootstrap entry and an idle broker do not count
+    assert fetch_answer_ms(stats, 20) == 0.0  # answered before the wait ran out: no time of its own
+    assert fetch_answer_ms({"brokers": {}}, 10) is None
