@@ -39,7 +39,7 @@ class BacklogReader:
         to the log start.
         """
         pool = self._access.backlog_consumers
-        lent, self._last = pool.take(self._last), None
+        lent, self._last = pool.take(self.topic, {p: start for p, (start, _) in ranges.items()}, self._last), None
         try:
             found = self._read(lent, ranges, max_records, max_bytes)
         except BaseException:

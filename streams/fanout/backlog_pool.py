@@ -52,6 +52,11 @@ class LentConsumer:
     idle_since: float = 0.0
 
 
+def _fits(lent: LentConsumer | None, topic: str, positions: dict[int, int]) -> bool:
+    """Whether ``lent`` can be assigned ``positions`` of ``topic``: it fetched nothing of it past them."""
+    return lent is not None and all(o >= lent.fetched.get((topic, p), -1) for p, o in positions.items())
+
+
 class BacklogConsumers:
     """A cluster's catch-up consumers: at most ``size``, lent one chunk at a time (thread-safe)."""
 
@@ -61,20 +66,34 @@ class BacklogConsumers:
         self.idle_seconds = idle_seconds
         self._idle: list[LentConsumer] = []
         self._lock = threading.Lock()
-        self.made = 0
+        # Consumers made, renewed (closed and made again) and open now (lent or idle).
+        self.made = self.renewed = self.count = 0
 
-    def take(self, preferred: LentConsumer | None = None) -> LentConsumer:
-        """``preferred`` if it is idle, else the consumer idle the shortest while, else a new one."""
-        chosen: LentConsumer | None = None
+    def take(
+        self, topic: str = "", positions: dict[int, int] | None = None, preferred: LentConsumer | None = None
+    ) -> LentConsumer:
+        """A consumer to read ``topic`` from ``positions`` with, best first.
+
+        One that goes on exactly there (``preferred``, the catch-up's own, usually); one that
+        fetched nothing of ``topic`` past ``positions`` (assigned anew, its stale records are
+        dropped); a new one while fewer than ``size`` exist; else an idle one, which the
+        reader renews (a consumer that fetched past a new start must not be assigned there).
+        """
+        wanted = positions or {}
         with self._lock:
             expired = self._expired()
-            if preferred is not None and preferred in self._idle:
-                self._idle.remove(preferred)
+            idle = self._idle
+            chosen = next((c for c in idle if c.topic == topic and c.assigned == wanted and wanted), None)
+            if chosen is None and preferred in idle and _fits(preferred, topic, wanted):
                 chosen = preferred
-            elif self._idle:
-                chosen = self._idle.pop()
+            if chosen is None:
+                chosen = next((c for c in reversed(idle) if _fits(c, topic, wanted)), None)
+            if chosen is None and idle and self.count - len(expired) >= self.size:
+                chosen = idle[-1]
+            if chosen is not None:
+                idle.remove(chosen)
         for lent in expired:
-            lent.consumer.close()
+            self._close(lent)
         return chosen if chosen is not None else self._new()
 
     def give(self, lent: LentConsumer) -> None:
@@ -84,17 +103,17 @@ class BacklogConsumers:
             if len(self._idle) < self.size:
                 self._idle.append(lent)
                 return
-        lent.consumer.close()
+        self._close(lent)
 
     def renew(self, lent: LentConsumer) -> None:
         """Close ``lent``'s consumer and put a new one in its place (one that fetched nothing)."""
         lent.consumer.close()
-        fresh = self._new()
-        lent.consumer, lent.topic, lent.assigned, lent.fetched = fresh.consumer, "", {}, {}
+        self.renewed += 1
+        lent.consumer, lent.topic, lent.assigned, lent.fetched = self._make(), "", {}, {}
 
     def discard(self, lent: LentConsumer) -> None:
         """A consumer whose read failed: closed, never lent again."""
-        lent.consumer.close()
+        self._close(lent)
 
     def rest(self, lent: LentConsumer | None) -> None:
         """The catch-up that read with ``lent`` ended: if it is idle, it stops fetching."""
@@ -109,15 +128,23 @@ class BacklogConsumers:
         with self._lock:
             idle, self._idle = self._idle, []
         for lent in idle:
-            lent.consumer.close()
+            self._close(lent)
 
     @property
     def idle(self) -> int:
         return len(self._idle)
 
     def _new(self) -> LentConsumer:
-        self.made += 1
-        return LentConsumer(self._make())
+        lent = LentConsumer(self._make())
+        with self._lock:
+            self.made += 1
+            self.count += 1
+        return lent
+
+    def _close(self, lent: LentConsumer) -> None:
+        lent.consumer.close()
+        with self._lock:
+            self.count -= 1
 
     def _expired(self) -> list[LentConsumer]:
         """Takes the consumers idle too long out of the pool (the lock is held)."""

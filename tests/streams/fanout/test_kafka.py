@@ -255,14 +255,16 @@ def test_backlog_consumers_stay_within_their_number() -> None:
     assert len(made) == 3
     assert pool.idle == 2
     assert [c.closed for c in made] == [False, False, True]  # the third is not kept
-    assert pool.take(lent[0]) is lent[0]  # a catch-up gets its own consumer back when it is idle
-    assert pool.take(lent[0]) is lent[1]  # else another idle one
+    assert pool.take(preferred=lent[0]) is lent[0]  # a catch-up gets its own consumer back when it is idle
+    assert pool.take(preferred=lent[0]) is lent[1]  # else another idle one
     assert len(made) == 3
+    assert pool.take() is not None  # two lent, none idle, fewer than 2 open: a new one, not a renewal
+    assert (len(made), pool.count) == (4, 3)
     pool.give(lent[0])
     pool.idle_seconds = 0.0
     pool.take().consumer.close()  # expired: closed, and a new one made
     assert made[0].closed
-    assert len(made) == 4
+    assert len(made) == 5
     pool.close()
 
 
@@ -270,7 +272,9 @@ async def test_a_backlog_read_below_what_its_consumer_fetched_gets_a_fresh_one(c
     access = KafkaAccess("k:9092", timeout=1.0, backlog_readers=1)
     reader = BacklogReader(access, "scores")
     try:
-        access.backlog_consumers.give(LentConsumer(consumers_make(consumers, [[Message(0, 10), Message(0, 11)]])))
+        lent = access.backlog_consumers.take()  # made by the pool, so counted
+        lent.consumer.batches.append([Message(0, 10), Message(0, 11)])
+        access.backlog_consumers.give(lent)
         records, _ = reader.read({0: (10, 12)}, 100, 1 << 20)
         assert [r.offset for r in records] == [10, 11]
         made = len(consumers)
