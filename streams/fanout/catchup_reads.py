@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from streams.core.records import Record
 from streams.fanout.access import BacklogRead, TopicAccess, TopicReaders, access_call
+from streams.fanout.backlog_pool import CHUNK_BYTES, CHUNK_RECORDS
 from streams.fanout.kafka import RecordMake
 
-# Catch-up works in chunks so one resume cannot hog the loop or a client's buffer.
-CHUNK_RECORDS = 1000
-CHUNK_BYTES = 1024 * 1024
+__all__ = ["CHUNK_BYTES", "CHUNK_RECORDS", "BacklogSession"]
 
 
 class BacklogSession:

@@ -22,6 +22,7 @@ from streams.core.clusters import client_settings
 from streams.core.formats.registry import RegistryUnavailable
 from streams.core.records import Record
 from streams.core.retry import RetriesStopped, RetryPolicy, call_retried
+from streams.fanout.backlog_pool import BacklogConsumers, backlog_consumer_settings
 from streams.fanout.diagnosis import ClusterDiagnosis
 from streams.fanout.kafka_config import consumer_config
 from streams.fanout.pacing import MEASURE_MS, FetchWait, Linger, backlog_wait_ms, fetch_answer_ms, fetch_wait_ms
@@ -101,12 +102,17 @@ class KafkaAccess:
         # Topic ids, which tell a topic created again under the same name from the old one.
         self.topic_ids = TopicIds(self.client, timeout)
         self.backlog_slots = asyncio.Semaphore(backlog_readers)
+        # Catch-ups' consumers, lent with a slot for a chunk: at most one per slot.
+        self.backlog_consumers = BacklogConsumers(self._backlog_consumer, backlog_readers)
 
     def _lookup_consumer(self) -> Consumer:
         with self._lookup_lock:
             if self._lookup is None:
                 self._lookup = Consumer(consumer_config(self.client))
             return self._lookup
+
+    def _backlog_consumer(self) -> Consumer:
+        return Consumer(consumer_config(self.client, **backlog_consumer_settings(self.backlog_wait_ms)))
 
     @property
     def fetch_wait_ms(self) -> int:
@@ -204,6 +210,7 @@ class KafkaAccess:
                 self._lookup.close()
                 self._lookup = None
         self.topic_ids.close()
+        self.backlog_consumers.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
-    "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    "ci", max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 settings.register_profile(
     "deep", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

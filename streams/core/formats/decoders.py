@@ -13,11 +13,10 @@ the Avro deserializer, and Protobuf message classes are compiled once per schema
 id and message index.
 
 Hostile bytes are skipped, never read as something else: a Protobuf message index
-must name a message of the schema (a negative one does not count from the end), an
-Avro body must end where its value ends, and an Avro schema that nests itself is read
-by fastavro's Python reader, whose depth Python bounds (its compiled reader has no
-bound and crashes the process on a few thousand levels). A header with magic byte 1
-names its schema by GUID, which is fetched as such.
+must name a message of the schema (a negative one does not count from the end); an
+Avro body is read by :class:`~streams.core.formats.avro.AvroBody` (one value, varints
+within 64 bits, bounded depth). A header with magic byte 1 names its schema by GUID,
+which is fetched as such.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from streams.core.formats.avro import AvroBody
 from streams.core.formats.jsontext import json_compacted, json_parse
 from streams.core.formats.protobuf import protobuf_file
 from streams.core.formats.registry import RegistryUnavailable, Undecodable, registry_client, registry_failure
@@ -48,7 +48,6 @@ SchemaKey = int | str  # a schema's id, or its GUID's text
 # is seen after this), and how many such ids a decoder keeps.
 UNKNOWN_SCHEMA_SECONDS = 30.0
 UNKNOWN_SCHEMAS_KEPT = 1024
-_AVRO_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 
 
 class _RegistryDecoder:
@@ -129,23 +128,23 @@ class AvroDecoder(_RegistryDecoder):
         from confluent_kafka.schema_registry.avro import AvroDeserializer
 
         self._deserializer = AvroDeserializer(self.client, conf={"subject.name.strategy": topic_subject_name_strategy})
-        self._schemas: dict[SchemaKey, tuple[Any, Callable[..., Any]]] = {}
+        self._schemas: dict[SchemaKey, AvroBody] = {}
 
     def __call__(self, data: bytes) -> Any:
         schema_id, payload = self._header("AVRO", data)
         key = _schema_key(schema_id)
-        compiled = self._schemas.get(key)
-        if compiled is None:
-            compiled = self._compile(key)
-        return avro_read(compiled[1], payload, compiled[0], f"avro (schema {key})")
+        body = self._schemas.get(key)
+        if body is None:
+            body = self._compile(key)
+        return body.read(payload, f"avro (schema {key})")
 
-    def _compile(self, key: SchemaKey) -> tuple[Any, Callable[..., Any]]:
+    def _compile(self, key: SchemaKey) -> AvroBody:
         schema = self._schema_fetch(key, "AVRO")
         try:
             parsed = self._deserializer._get_parsed_schema(schema)
         except Exception as exc:
             raise registry_failure(exc, self.url, f"schema {key}: ") from exc
-        return self._schemas.setdefault(key, (parsed, avro_reader(parsed)))
+        return self._schemas.setdefault(key, AvroBody(parsed))
 
 
 class JsonSchemaDecoder(_RegistryDecoder):
@@ -227,59 +226,15 @@ class AvroInlineDecoder:
     """Plain Avro (no header), read with the writer schema given on the topic."""
 
     def __init__(self, schema_text: str, part: str) -> None:
-        self._schema = avro_schema_parse(schema_text, field=f"{part}_avro_schema")
-        self._read = avro_reader(self._schema)
+        self._body = AvroBody(avro_schema_parse(schema_text, field=f"{part}_avro_schema"))
 
     def __call__(self, data: bytes) -> Any:
-        return avro_read(self._read, io.BytesIO(data), self._schema, "avro-inline")
+        return self._body.read(io.BytesIO(data), "avro-inline")
 
 
 def _schema_key(schema_id: Any) -> SchemaKey:
     """The id a header names, or the text of its GUID (magic byte 1)."""
     return int(schema_id.id) if schema_id.id is not None else str(schema_id.guid)
-
-
-def _avro_nests_itself(schema: Any, enclosing: frozenset[str] = frozenset()) -> bool:
-    """Whether a parsed Avro schema holds a named type inside itself (or names one it does not define)."""
-    if isinstance(schema, str):
-        return schema not in _AVRO_PRIMITIVES
-    if isinstance(schema, list):
-        return any(_avro_nests_itself(branch, enclosing) for branch in schema)
-    if not isinstance(schema, dict):
-        return False
-    kind = schema.get("type")
-    if kind in ("record", "error"):
-        inner = enclosing | {schema.get("name", "")}
-        return any(_avro_nests_itself(field.get("type"), inner) for field in schema.get("fields", ()))
-    if kind == "array":
-        return _avro_nests_itself(schema.get("items"), enclosing)
-    if kind == "map":
-        return _avro_nests_itself(schema.get("values"), enclosing)
-    if kind in ("enum", "fixed"):
-        return False
-    return _avro_nests_itself(kind, enclosing)
-
-
-def avro_reader(schema: Any) -> Callable[..., Any]:
-    """fastavro's compiled reader, or its Python one for a schema that nests itself (bounded depth)."""
-    if _avro_nests_itself(schema):
-        from fastavro._read_py import schemaless_reader as python_reader
-
-        return python_reader
-    from fastavro import schemaless_reader
-
-    return schemaless_reader
-
-
-def avro_read(read: Callable[..., Any], payload: io.BytesIO, schema: Any, what: str) -> Any:
-    """The value of an Avro body that ends where its value ends; :class:`Undecodable` otherwise."""
-    try:
-        value = read(payload, schema, None, False)
-    except Exception as exc:  # EOFError, a bad union index or length, RecursionError, bad UTF-8
-        raise Undecodable(f"{what}: {type(exc).__name__}: {exc}") from exc
-    if payload.read(1):
-        raise Undecodable(f"{what}: bytes after the value")
-    return value
 
 
 def json_check(data: bytes) -> Any:

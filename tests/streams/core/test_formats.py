@@ -87,6 +87,33 @@ def test_avro_inline_values_and_keys() -> None:
     assert record.key == encoded.getvalue()  # ids and delete events keep the raw key
 
 
+LONGS = {"type": "record", "name": "L", "fields": [{"name": "big", "type": "long"}, {"name": "s", "type": "string"}]}
+
+
+@pytest.mark.parametrize(
+    ("body", "read"),
+    [
+        (b"\xfe" + b"\xff" * 8 + b"\x01" + b"\x00", b'{"big":9223372036854775807,"s":""}'),  # 10 bytes, 2**63 - 1
+        (b"\xff" * 9 + b"\x01" + b"\x00", b'{"big":-9223372036854775808,"s":""}'),  # 10 bytes, -2**63
+        (b"\x80\x80\x00" + b"\x00", b'{"big":0,"s":""}'),  # longer than needed, within 10 bytes: its value
+        # "中文中文" is twelve bytes with the high bit set, read where a long varint could be
+        (b"\x02\x18" + "中文中文".encode(), '{"big":1,"s":"中文中文"}'.encode()),
+        (b"\x80" * 9 + b"\x04" + b"\x00", None),  # 2**65 zigzagged: fastavro's compiled reader reads 0
+        (b"\x80" * 10 + b"\x02" + b"\x00", None),  # 11 bytes: it reads 64
+        (b"\x80" * 10 + b"\x00" + b"\x00", None),  # 11 bytes, value 0
+        (b"\x02\x80\x80\x80\x80\x80\x80\x80\x80\x80\x02", None),  # a string's length beyond 64 bits
+        (b"\x80" * 5, None),  # cut short
+    ],
+)
+def test_avro_varints_are_64_bit_longs_or_the_record_is_skipped(body: bytes, read: bytes | None) -> None:
+    record = RecordDecoder("t", RecordFormats.of("avro-inline", value_schema=LONGS), {}).record(Message(body))
+    if read is None:
+        assert record.problem is not None
+        assert record.problem.startswith("avro-inline: ")
+    else:
+        assert (record.problem, record.value) == (None, read)
+
+
 def test_avro_inline_needs_a_real_schema() -> None:
     with pytest.raises(FormatError) as missing:
         RecordFormats.of("avro-inline")

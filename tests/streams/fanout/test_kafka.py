@@ -12,8 +12,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from streams.core.records import Record
-from streams.fanout import backlog, kafka
+from streams.fanout import kafka
 from streams.fanout.backlog import BacklogReader
+from streams.fanout.backlog_pool import LentConsumer
 from streams.fanout.kafka import (
     KafkaAccess,
     KafkaUnavailable,
@@ -35,6 +36,10 @@ class Message:
     key_: bytes | None = None
     eof: bool = False
     failure: int | None = None
+    topic_: str = "scores"
+
+    def topic(self) -> str:
+        return self.topic_
 
     def partition(self) -> int:
         return self.partition_
@@ -122,7 +127,6 @@ def consumers(monkeypatch: pytest.MonkeyPatch) -> list[FakeConsumer]:
         return consumer
 
     monkeypatch.setattr(kafka, "Consumer", make)
-    monkeypatch.setattr(backlog, "Consumer", make)
     return made
 
 
@@ -174,15 +178,19 @@ async def test_backlog_read_stops_at_the_range_and_at_partition_ends(consumers: 
     access = KafkaAccess("k:9092", timeout=1.0)
     reader = BacklogReader(access, "scores")
     try:
-        reader._consumer = consumers_make(
-            consumers,
-            [
-                # A record from before the range (an earlier assignment), records of the range, and the
-                # end of partition 1 past offsets it never had records at (compaction, control records).
-                [Message(0, 1), Message(0, 2), Message(0, 3), Message(1, 2, eof=True)],
-                # The last record of the range, then one past its stop (left for the next read).
-                [Message(0, 4), Message(0, 5)],
-            ],
+        access.backlog_consumers.give(
+            LentConsumer(
+                consumers_make(
+                    consumers,
+                    [
+                        # A record from before the range (an earlier assignment), records of the range, and the
+                        # end of partition 1 past offsets it never had records at (compaction, control records).
+                        [Message(0, 1), Message(0, 2), Message(0, 3), Message(1, 2, eof=True)],
+                        # The last record of the range, then one past its stop (left for the next read).
+                        [Message(0, 4), Message(0, 5)],
+                    ],
+                )
+            )
         )
         records, reached = reader.read({0: (2, 5), 1: (0, 2)}, max_records=100, max_bytes=1 << 20)
         assert [(r.partition, r.offset) for r in records] == [(0, 2), (0, 3), (0, 4)]
@@ -197,9 +205,83 @@ async def test_backlog_read_without_data_is_kafka_unavailable(consumers: list[Fa
     access = KafkaAccess("k:9092", timeout=0.3)
     reader = BacklogReader(access, "scores")
     try:
-        reader._consumer = consumers_make(consumers, [])
+        access.backlog_consumers.give(LentConsumer(consumers_make(consumers, [])))
         with pytest.raises(KafkaUnavailable, match=r"no data from scores within 0\.3s"):
             reader.read({0: (0, 10)}, max_records=100, max_bytes=1 << 20)
+    finally:
+        reader.close()
+        access.close()
+
+
+async def test_backlog_readers_share_the_clusters_consumers_one_chunk_at_a_time(consumers: list[FakeConsumer]) -> None:
+    access = KafkaAccess("k:9092", timeout=1.0, backlog_readers=1)
+    pool = access.backlog_consumers
+    made = len(consumers)
+    first, second = BacklogReader(access, "scores"), BacklogReader(access, "other")
+    try:
+        pool.give(LentConsumer(consumers_make(consumers, [[Message(0, 0), Message(0, 1)]])))
+        records, reached = first.read({0: (0, 2)}, 100, 1 << 20)
+        assert ([r.offset for r in records], reached) == ([0, 1], {0: 2})
+        consumer = consumers[made]
+        # Fetched for the first reader's topic after its chunk, then the other topic's records.
+        consumer.batches.extend([[Message(0, 2), Message(0, 5, topic_="other")], [Message(0, 6, topic_="other")]])
+        records, reached = second.read({0: (5, 7)}, 100, 1 << 20)
+        assert [(r.partition, r.offset) for r in records] == [(0, 5), (0, 6)]  # never the first topic's record
+        assert reached == {0: 7}
+        assert len(consumers) == made + 1  # the one consumer, lent to each in turn
+        assert consumer.assigned[-1] == [(0, 5)]
+        second.close()
+        assert consumer.assigned[-1] == []  # idle and its catch-up over: it stops fetching
+        assert pool.idle == 1
+    finally:
+        first.close()
+        access.close()
+    assert consumer.closed
+
+
+def test_backlog_consumers_stay_within_their_number() -> None:
+    from streams.fanout.backlog_pool import BacklogConsumers
+
+    made: list[FakeConsumer] = []
+
+    def make() -> FakeConsumer:
+        made.append(FakeConsumer({}))
+        return made[-1]
+
+    pool = BacklogConsumers(make, size=2, idle_seconds=60.0)
+    lent = [pool.take() for _ in range(3)]  # three at once: more than the slots would let through
+    for each in lent:
+        pool.give(each)
+    assert len(made) == 3
+    assert pool.idle == 2
+    assert [c.closed for c in made] == [False, False, True]  # the third is not kept
+    assert pool.take(preferred=lent[0]) is lent[0]  # a catch-up gets its own consumer back when it is idle
+    assert pool.take(preferred=lent[0]) is lent[1]  # else another idle one
+    assert len(made) == 3
+    assert pool.take() is not None  # two lent, none idle, fewer than 2 open: a new one, not a renewal
+    assert (len(made), pool.count) == (4, 3)
+    pool.give(lent[0])
+    pool.idle_seconds = 0.0
+    pool.take().consumer.close()  # expired: closed, and a new one made
+    assert made[0].closed
+    assert len(made) == 5
+    pool.close()
+
+
+async def test_a_backlog_read_below_what_its_consumer_fetched_gets_a_fresh_one(consumers: list[FakeConsumer]) -> None:
+    access = KafkaAccess("k:9092", timeout=1.0, backlog_readers=1)
+    reader = BacklogReader(access, "scores")
+    try:
+        lent = access.backlog_consumers.take()  # made by the pool, so counted
+        lent.consumer.batches.append([Message(0, 10), Message(0, 11)])
+        access.backlog_consumers.give(lent)
+        records, _ = reader.read({0: (10, 12)}, 100, 1 << 20)
+        assert [r.offset for r in records] == [10, 11]
+        made = len(consumers)
+        consumers_before = consumers[-1]
+        reader.read({0: (3, 3)}, 100, 1 << 20)  # below offset 12, which the consumer fetched: not reused
+        assert len(consumers) == made + 1
+        assert consumers_before.closed
     finally:
         reader.close()
         access.close()
