@@ -21,6 +21,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,32 +48,36 @@ def per_core(row: dict) -> float:
     return row["deliveries_per_s"] / max(row["server_cpu"] / 100, 1e-6)
 
 
+def _bench_json(tmp_path: Path, script: str, *args: str) -> Any:
+    """Run ``bench/<script>`` with ``args`` and ``--json``; what it wrote there."""
+    out = tmp_path / "result.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args, "--json", str(out)],
+        cwd=ROOT,
+        check=True,
+        timeout=600,
+    )
+    return json.loads(out.read_text())
+
+
 def test_sluice_keeps_its_lead_over_sse_starlette(tmp_path: Path) -> None:
     reason = peers_available()
     if reason is not None:
         pytest.skip(reason)
     baseline = json.loads(BASELINE.read_text())
-    out = tmp_path / "rows.json"
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "compare.py"),
-            "--servers",
-            "sluice,sse-starlette",
-            "--scenarios",
-            "fanout",
-            "--fanout-clients",
-            str(baseline["clients"]),
-            "--duration",
-            str(baseline["duration"]),
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        check=True,
-        timeout=600,
+    found = _bench_json(
+        tmp_path,
+        "compare.py",
+        "--servers",
+        "sluice,sse-starlette",
+        "--scenarios",
+        "fanout",
+        "--fanout-clients",
+        str(baseline["clients"]),
+        "--duration",
+        str(baseline["duration"]),
     )
-    rows = {row["server"]: row for row in json.loads(out.read_text())}
+    rows = {row["server"]: row for row in found}
     sluice, peer = rows["sluice"], rows["sse-starlette"]
     assert sluice["opened"] == baseline["clients"]
     assert sluice["lost"] == 0, f"Sluice lost {sluice['lost']} events"
@@ -90,26 +95,17 @@ def test_sluice_keeps_its_lead_over_sse_starlette(tmp_path: Path) -> None:
 def test_latency_after_a_burst_is_the_fresh_latency(tmp_path: Path) -> None:
     """About a minute: 5 s fresh, a 10 s burst, 10 s quiet, 5 s after it, on one server and broker."""
     bounds = json.loads(BASELINE.read_text())["after_burst"]
-    out = tmp_path / "after.json"
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "after_burst.py"),
-            "--no-ramp",
-            "--seconds",
-            str(bounds["seconds"]),
-            "--burst-seconds",
-            str(bounds["burst_seconds"]),
-            "--pause",
-            str(bounds["pause"]),
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        check=True,
-        timeout=600,
+    result = _bench_json(
+        tmp_path,
+        "after_burst.py",
+        "--no-ramp",
+        "--seconds",
+        str(bounds["seconds"]),
+        "--burst-seconds",
+        str(bounds["burst_seconds"]),
+        "--pause",
+        str(bounds["pause"]),
     )
-    result = json.loads(out.read_text())
     assert all(step["lost"] == 0 for step in result["steps"]), result["steps"]
     fresh, after = result["verdict"]["fresh_p50"], result["verdict"]["after_p50"]
     fresh99, after99 = result["verdict"]["fresh_p99"], result["verdict"]["after_p99"]
