@@ -188,11 +188,8 @@ class TopicHub:
 
     def lag(self) -> dict[int, int]:
         """Records per partition the hub has yet to read: the fetch's high watermark minus the hub's position."""
-        fetcher = self._fetcher
-        if fetcher is None:
-            return {}
-        nxt = self.next
-        return {p: max(0, high - nxt[p]) for p, high in fetcher.high_watermarks.items() if p in nxt}
+        marks = self._fetcher.high_watermarks if self._fetcher is not None else {}
+        return {p: max(0, high - self.next[p]) for p, high in marks.items() if p in self.next}
 
     # -- ingest (event loop; the fan-out itself is streams.fanout.ingest) --------
 
