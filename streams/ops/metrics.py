@@ -311,7 +311,7 @@ class ProcessCollector(Collector):
             tasks = 0
         gauges = {
             "sluice_asyncio_tasks": ("Asyncio tasks on this worker's loop.", tasks),
-            "sluice_threads": ("Threads in this worker.", threading.active_count()),
+            "sluice_threads": ("Threads in this worker, librdkafka's included.", _threads()),
         }
         with contextlib.suppress(OSError):
             gauges["sluice_open_fds"] = ("Open file descriptors.", len(os.listdir("/proc/self/fd")))
@@ -322,6 +322,14 @@ class ProcessCollector(Collector):
             family = GaugeMetricFamily(name, help_text)
             family.add_metric([], amount)
             yield family
+
+
+def _threads() -> int:
+    """The OS's count of this process's threads (librdkafka's are not Python's); Python's off Linux."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
 
 
 stream_metrics.register(ProcessCollector())
