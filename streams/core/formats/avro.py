@@ -9,8 +9,12 @@ malformed (:class:`Undecodable`): a wrapped number would go out as another value
 
 A varint too long or beyond 64 bits holds nine bytes with the high bit set followed by
 a byte above 1, so a body without that run cannot hold one and is read by the compiled
-reader. A body with it (also long non-ASCII text or some doubles) is read by fastavro's
-Python reader with a decoder that checks every varint: a slower read, never another value.
+reader. A body with it (also long non-ASCII text or some doubles) is read by the compiled
+reader too, and its value written back by the compiled writer: the same bytes show that
+no varint was wrapped, as the writer never writes one longer than 10 bytes or beyond 64
+bits. Other bytes (a wrapped varint, a padded one, another union branch, a block with its
+size) are read again by fastavro's Python reader with a decoder that checks every varint:
+a slower read, never another value.
 
 Schemas that nest themselves (or name a type they do not define) are always read by
 the Python reader, whose depth Python bounds: fastavro's compiled reader has no bound
@@ -78,7 +82,7 @@ class AvroBody:
     """Reads Avro bodies written with one schema (fastavro's parsed form)."""
 
     def __init__(self, schema: Any) -> None:
-        from fastavro import parse_schema, schemaless_reader
+        from fastavro import parse_schema, schemaless_reader, schemaless_writer
         from fastavro._read_py import read_data
 
         self.schema = schema
@@ -87,13 +91,15 @@ class AvroBody:
         self._read_data = read_data
         self._decoder = _strict_decoder_class()
         self._compiled: Callable[..., Any] | None = None if avro_nests_itself(schema) else schemaless_reader
+        self._write: Callable[..., Any] = schemaless_writer
 
     def read(self, payload: io.BytesIO, what: str) -> Any:
         """The value of the rest of ``payload``, which must end where it ends; :class:`Undecodable` otherwise."""
         try:
-            if self._compiled is not None and not _may_hold_a_long_varint(payload.getvalue()):
-                value = self._compiled(payload, self.schema, None, False)
-            else:
+            compiled = self._compiled
+            if compiled is not None and not _may_hold_a_long_varint(data := payload.getvalue()):
+                value = compiled(payload, self.schema, None, False)
+            elif compiled is None or (value := self._compiled_confirmed(payload, data)) is _UNCONFIRMED:
                 value = self._read_data(self._decoder(payload), self.schema, self._named, None, _PYTHON_OPTIONS)
         except Exception as exc:  # EOFError, a bad union index or length, RecursionError, bad UTF-8, a varint
             raise Undecodable(f"{what}: {type(exc).__name__}: {exc}") from exc
@@ -101,6 +107,22 @@ class AvroBody:
             raise Undecodable(f"{what}: bytes after the value")
         return value
 
+    def _compiled_confirmed(self, payload: io.BytesIO, data: bytes) -> Any:
+        """The compiled reader's value if the compiled writer gives back the body's bytes; else rewinds."""
+        start = payload.tell()
+        try:
+            value = self._compiled(payload, self.schema, None, False)  # type: ignore[misc]
+            written = io.BytesIO()
+            self._write(written, self.schema, value)
+            if written.getbuffer() == memoryview(data)[start:]:
+                return value
+        except Exception:  # the checked read below names what is wrong
+            pass
+        payload.seek(start)
+        return _UNCONFIRMED
+
+
+_UNCONFIRMED = object()
 
 # What fastavro's Python ``schemaless_reader`` passes by default.
 _PYTHON_OPTIONS = {

@@ -98,6 +98,9 @@ LONGS = {"type": "record", "name": "L", "fields": [{"name": "big", "type": "long
         (b"\x80\x80\x00" + b"\x00", b'{"big":0,"s":""}'),  # longer than needed, within 10 bytes: its value
         # "中文中文" is twelve bytes with the high bit set, read where a long varint could be
         (b"\x02\x18" + "中文中文".encode(), '{"big":1,"s":"中文中文"}'.encode()),
+        # with that text, the compiled read is confirmed by writing the value back: these bytes are not
+        (b"\x80\x80\x00\x18" + "中文中文".encode(), '{"big":0,"s":"中文中文"}'.encode()),  # padded: its value
+        (b"\x80" * 9 + b"\x04\x18" + "中文中文".encode(), None),  # wrapped to 0 by the compiled reader
         (b"\x80" * 9 + b"\x04" + b"\x00", None),  # 2**65 zigzagged: fastavro's compiled reader reads 0
         (b"\x80" * 10 + b"\x02" + b"\x00", None),  # 11 bytes: it reads 64
         (b"\x80" * 10 + b"\x00" + b"\x00", None),  # 11 bytes, value 0
