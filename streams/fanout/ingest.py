@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from streams.core.records import Record
 from streams.fanout.counts import BatchDrops
 from streams.fanout.kafka import PartitionEnd
+from streams.fanout.sinks import FlowSink, SharedFrames
 from streams.fanout.state import HubControl, HubState
 from streams.fanout.subscriber import GroupKey, Subscriber
 
@@ -243,25 +244,38 @@ class BatchOut:
         unfiltered = state.live.unfiltered
         tally = state.tally
         attempted = 0
+        monotonic = time.monotonic
         for group, frames in self.shared.items():
             data = frames[0] if len(frames) == 1 else b"".join(frames)
             progress = self.shared_last[group]
             count, size = len(frames), len(data)
-            sent = 0
+            sent = cut = 0
+            shared = SharedFrames(data)
             for sub in list(unfiltered[group]):
                 sink = sub.sink
+                if type(sink) is FlowSink:  # the server's own flow (nearly every stream): one call, bytes framed once
+                    flow = sink.flow
+                    if not flow.paused:
+                        sink.last_write = monotonic()
+                        flow.write_shared(shared)
+                        sub.sent_progress = progress
+                        sub.events += count
+                        sub.bytes += size
+                        sent += 1
+                        continue
                 if sink.congested():
                     control.demote(sub, before)
                     continue
                 sub.sent_progress = progress
-                attempted += count
                 if not sink.write(data):
                     tally(sub.route).slow += count
                     control.cut(sub)
+                    cut += 1
                     continue
                 sub.events += count
                 sub.bytes += size
                 sent += 1
+            attempted += count * (sent + cut)
             if sent:
                 counts = tally(group.route)
                 counts.delivered += sent * count

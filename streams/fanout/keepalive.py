@@ -1,9 +1,18 @@
-"""Keep-alives for a hub's quiet streams, with a checkpoint when their progress moved silently (SPEC 2.4)."""
+"""Keep-alives for a hub's quiet streams, with a checkpoint when their progress moved silently (SPEC 2.4).
+
+At 100,000 streams and the default 15 s, the gateway writes 6,667 keep-alives a second: the sweep is
+one pass over the streams the wheel has due. A plain keep-alive is framed once for the whole sweep and
+written to each direct flow with one call (:meth:`~streams.fanout.sinks.Flow.write_shared`); the
+streams written are put back in the wheel together, one slot per heartbeat interval.
+"""
 
 from __future__ import annotations
 
+import time
+
 from streams.core.ids import progress_encode
 from streams.core.sse import HEARTBEAT, checkpoint_frame
+from streams.fanout.sinks import FlowSink, SharedFrames
 from streams.fanout.state import HubControl, HubState
 from streams.fanout.subscriber import Subscriber
 from streams.fanout.wheel import HeartbeatWheel
@@ -15,24 +24,38 @@ HEARTBEAT_EARLY = 0.1
 
 def keepalives_send(beats: HeartbeatWheel[Subscriber], state: HubState, control: HubControl, now: float) -> None:
     """Write each stream ``beats`` has due by ``now`` that wrote nothing since a keep-alive; cut those it overflows."""
-    for sub in beats.due(now):
-        due = sub.sink.last_write + sub.heartbeat_seconds
+    due_subs = beats.due(now)
+    if not due_subs:
+        return
+    beat = SharedFrames(HEARTBEAT)
+    token = state.progress.token  # the hub's, for every live stream (a catching-up one has its positions)
+    monotonic = time.monotonic
+    written: dict[float, list[Subscriber]] = {}  # by heartbeat interval: put back in the wheel together
+    for sub in due_subs:
+        sink = sub.sink
+        due = sink.last_write + sub.heartbeat_seconds
         if now < due - HEARTBEAT_EARLY:  # it wrote since: due later
             beats.schedule(sub, due)
             continue
-        if sub.sink.congested():  # it has not taken the last bytes: no point adding more yet
+        if sink.congested():  # it has not taken the last bytes: no point adding more yet
             beats.schedule(sub, now + 1)
             continue
-        current = state.progress.token if sub.positions is None else progress_encode(sub.positions)
-        conflated = sub.conflated
-        if conflated is not None and conflated.owes(sub):
-            data = HEARTBEAT  # records wait for its next write: its progress may not pass them
-        elif current != sub.sent_progress:
-            sub.sent_progress = current
-            data = b":\n" + checkpoint_frame(current)
-        else:
-            data = HEARTBEAT
-        if sub.sink.write(data):
-            beats.schedule(sub, now + sub.heartbeat_seconds)
-        else:
+        current = token if sub.positions is None else progress_encode(sub.positions)
+        if current != sub.sent_progress:
+            conflated = sub.conflated
+            if conflated is None or not conflated.owes(sub):  # else records wait: its progress may not pass them
+                sub.sent_progress = current
+                if not sink.write(b":\n" + checkpoint_frame(current)):
+                    control.cut(sub)
+                    continue
+                written.setdefault(sub.heartbeat_seconds, []).append(sub)
+                continue
+        if type(sink) is FlowSink:  # the server's own flow: one call, the keep-alive framed once
+            sink.last_write = monotonic()
+            sink.flow.write_shared(beat)
+        elif not sink.write(HEARTBEAT):
             control.cut(sub)
+            continue
+        written.setdefault(sub.heartbeat_seconds, []).append(sub)
+    for seconds, subs in written.items():
+        beats.schedule_all(subs, now + seconds)

@@ -19,6 +19,28 @@ from streams.core.asgi import Send
 from streams.core.compression import Encoder
 
 
+class SharedFrames:
+    """The same bytes for many streams at once (a batch's frames for a group, a keep-alive), framed once.
+
+    The fan-out hands one to each :class:`FlowSink` of the group through :meth:`Flow.write_shared`: the
+    flow sends :attr:`chunk`, built on first use for all of them, instead of framing ``data`` per stream.
+    """
+
+    __slots__ = ("_chunk", "data")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._chunk: bytes | None = None
+
+    @property
+    def chunk(self) -> bytes:
+        """``data`` as one HTTP/1.1 chunk (what a plain chunked response puts on the wire)."""
+        chunk = self._chunk
+        if chunk is None:
+            chunk = self._chunk = b"%x\r\n%b\r\n" % (len(self.data), self.data)
+        return chunk
+
+
 class Flow(Protocol):
     """The socket end of one response, as the server gives it to the stream app.
 
@@ -32,6 +54,9 @@ class Flow(Protocol):
 
     def write(self, data: bytes) -> bool:
         """Send ``data`` now (or queue it in the transport); False only if it cannot be taken."""
+
+    def write_shared(self, frames: SharedFrames) -> None:
+        """``write(frames.data)`` while not paused, sending the chunk ``frames`` built once for every stream."""
 
     def compress(self, encoder: Encoder) -> None:
         """Compress and flush every later write with ``encoder`` (the head said ``Content-Encoding``)."""
@@ -77,31 +102,32 @@ class FlowSink:
 
     ``flow`` is the server's :class:`Flow` of the request: ``write``/``abort`` act on
     the connection at once, and ``paused_bytes`` counts what was written since the
-    transport said stop.
+    transport said stop. The fan-out's broadcast and keep-alive loops write to ``flow``
+    directly (:meth:`Flow.write_shared`, ``last_write`` set by them): one call per stream.
     """
 
-    __slots__ = ("_flow", "limit", "last_write")
+    __slots__ = ("flow", "limit", "last_write")
 
     def __init__(self, flow: Flow, limit: int) -> None:
-        self._flow = flow
+        self.flow = flow
         self.limit = limit
         self.last_write = time.monotonic()
 
     def write(self, data: bytes) -> bool:
         self.last_write = time.monotonic()
-        return self._flow.write(data) and self._flow.paused_bytes <= self.limit
+        return self.flow.write(data) and self.flow.paused_bytes <= self.limit
 
     async def writable(self) -> None:
-        await self._flow.wait_resumed()
+        await self.flow.wait_resumed()
 
     def pending(self) -> int:
-        return self._flow.paused_bytes
+        return self.flow.paused_bytes
 
     def congested(self) -> bool:
-        return self._flow.paused
+        return self.flow.paused
 
     def abort(self) -> None:
-        self._flow.abort()
+        self.flow.abort()
 
 
 class QueueSink:

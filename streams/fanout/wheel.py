@@ -38,6 +38,12 @@ class HeartbeatWheel(Generic[T]):
         self._slots.setdefault(slot, {})[member] = None
         self._slot_of[member] = slot
 
+    def schedule_all(self, members: list[T], at: float) -> None:
+        """:meth:`schedule` each of ``members``, none of them in the wheel now (as :meth:`due` leaves them)."""
+        slot = math.floor(at)
+        self._slots.setdefault(slot, {}).update(dict.fromkeys(members))
+        self._slot_of.update(dict.fromkeys(members, slot))
+
     def discard(self, member: T) -> None:
         slot = self._slot_of.pop(member, None)
         if slot is None:

@@ -42,6 +42,7 @@ from zope.interface import implementer
 
 from streams.core.compression import Encoder
 from streams.edge.http.request import flow_attach
+from streams.fanout.sinks import SharedFrames
 from streams.server.footprint import request_trim
 from streams.server.inputs import InputQueue
 from streams.server.reaping import EventReaping
@@ -103,6 +104,22 @@ class RequestFlow:
             request.sentLength += len(data)
             self._send(direct, b"%x\r\n%b\r\n" % (len(data), data))
         return True
+
+    def write_shared(self, frames: SharedFrames) -> None:
+        """:meth:`write` of ``frames.data``, sending the chunk built once for all the streams written it.
+
+        The broadcast's and the keep-alives' loops: on a plain chunked HTTP/1.1 response with
+        nothing queued, one ``send`` of the chunk framed once for every stream.
+        """
+        transport = self._direct
+        if transport is None or self.paused or self._stopped or self._encoder is not None:
+            self.write(frames.data)
+            return
+        request = self.request
+        if request.finished or request._disconnected:
+            return  # gone: as in write
+        request.sentLength += len(frames.data)
+        self._send(transport, frames.chunk)
 
     @staticmethod
     def _send(transport: TcpServer, chunk: bytes) -> None:

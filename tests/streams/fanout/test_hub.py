@@ -16,8 +16,10 @@ from streams.fanout.hub import TopicHub
 from streams.fanout.hubs import Hubs
 from streams.fanout.kafka import KafkaAccess, PartitionEnd
 from streams.fanout.planning import StartPlan
+from streams.fanout.sinks import FlowSink
 from streams.fanout.subscriber import Subscriber, SubscriberOptions
 from tests.streams.fanout.fakes import FakeAccess
+from tests.streams.fanout.test_sinks import FakeFlow
 from tests.support.sse_client import EventParser
 
 
@@ -171,6 +173,23 @@ async def test_cache_age_bound() -> None:
     hub.cache.evict_expired(now)
     assert hub.cache[0].start == 1
     assert hub.cache.records == 1
+
+
+async def test_the_servers_flows_get_a_batch_framed_once_and_paused_ones_are_demoted() -> None:
+    hub = make_hub()
+    flows = [FakeFlow() for _ in range(3)]
+    subs = [Subscriber(FlowSink(flow, limit=1 << 20)) for flow in flows]
+    for sub in subs:
+        hub.subscribe(sub, StartPlan(dict(hub.next)), 0)
+    flows[2].pause()
+    feed(hub, rec(0, 0, value=b"x"), rec(1, 0, value=b"y"))
+    assert [flow.shared for flow in flows] == [1, 1, 0]
+    assert flows[0].sent[-1] is flows[1].sent[-1]
+    assert [e.data for e in EventParser().feed(flows[0].sent[-1])] == ["x", "y"]
+    assert subs[0].events == 2
+    assert subs[0].bytes == len(flows[0].sent[-1])
+    assert subs[2].demoted  # its client has not taken its bytes: it catches up from the cache
+    assert hub.counters.deliveries == 4
 
 
 async def test_congested_subscriber_is_demoted_then_catches_up_without_loss() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streams.fanout.sinks import FlowSink, QueueSink
+from streams.fanout.sinks import FlowSink, QueueSink, SharedFrames
 
 
 class FakeFlow:
@@ -18,6 +18,7 @@ class FakeFlow:
         self.paused = False
         self.paused_bytes = 0
         self.sent: list[bytes] = []
+        self.shared = 0  # writes through write_shared
         self.aborted = False
         self._resumed = asyncio.Event()
 
@@ -26,6 +27,10 @@ class FakeFlow:
             self.paused_bytes += len(data)
         self.sent.append(data)
         return True
+
+    def write_shared(self, frames: SharedFrames) -> None:
+        self.write(frames.data)
+        self.shared += 1
 
     async def wait_resumed(self) -> None:
         if self.paused:
@@ -71,6 +76,13 @@ async def test_flow_sink_is_over_its_limit_only_by_bytes_written_while_paused() 
     sink.abort()
     assert flow.aborted
     assert flow.sent == [b"x" * 100, b"y" * 6, b"z" * 6]
+
+
+def test_shared_frames_are_framed_once_as_an_http_chunk() -> None:
+    frames = SharedFrames(b"id: 1\ndata: x\n\n")
+    chunk = frames.chunk
+    assert chunk == b"f\r\nid: 1\ndata: x\n\n\r\n"  # 15 bytes, in hex
+    assert frames.chunk is chunk  # built once, for every stream the group writes
 
 
 class Receiver:

@@ -6,9 +6,11 @@ import time
 
 from streams.fanout.hub import TopicHub
 from streams.fanout.planning import StartPlan
+from streams.fanout.sinks import FlowSink
 from streams.fanout.subscriber import Subscriber, SubscriberOptions
 from streams.fanout.wheel import HeartbeatWheel
 from tests.streams.fanout.test_hub import FakeSink, make_hub
+from tests.streams.fanout.test_sinks import FakeFlow
 
 
 def test_members_come_due_in_order_once() -> None:
@@ -23,6 +25,20 @@ def test_members_come_due_in_order_once() -> None:
     wheel.schedule("c", 14.0)  # moved, not added twice
     wheel.discard("nobody")
     assert wheel.due(100.0) == ["c"]
+    assert len(wheel) == 0
+
+
+def test_members_taken_out_go_back_together() -> None:
+    wheel: HeartbeatWheel[str] = HeartbeatWheel()
+    for member, at in (("a", 10.0), ("b", 10.5), ("c", 11.0)):
+        wheel.schedule(member, at)
+    due = wheel.due(10.9)
+    assert due == ["a", "b"]
+    wheel.schedule_all(due, 25.2)
+    assert len(wheel) == 3
+    assert wheel.due(24.9) == ["c"]
+    assert wheel.due(25.0) == ["a", "b"]
+    wheel.discard("a")  # nothing left behind by the bulk schedule
     assert len(wheel) == 0
 
 
@@ -67,3 +83,28 @@ async def test_a_one_second_keep_alive_goes_out_every_tick() -> None:
             beats += 1
             sink.last_write = now
     assert beats == 10
+
+
+async def test_keep_alives_to_the_servers_flows_are_written_shared_and_checkpoints_plain() -> None:
+    hub: TopicHub = make_hub()
+    flow = FakeFlow()
+    sink = FlowSink(flow, limit=1 << 20)
+    sub = Subscriber(sink, SubscriberOptions(heartbeat_seconds=5))
+    hub.subscribe(sub, StartPlan(dict(hub.next)), None)
+    start = sink.last_write
+    sent = len(flow.sent)
+    hub.heartbeat(start + 5.5)
+    assert flow.sent[sent:] == [b":\n\n"]
+    assert flow.shared == 1  # the keep-alive framed once for the sweep, one call
+    assert sink.last_write > start
+    hub.state.positions[0] = 3
+    hub.state.progress.move(0, 3)  # progress moved with nothing written: the next one is a checkpoint
+    hub.heartbeat(start + 11)  # the wheel had it due at start + 10.5
+    assert len(flow.sent) == sent + 2
+    assert flow.sent[-1].startswith(b":\n")
+    assert b"id:" in flow.sent[-1]
+    assert flow.shared == 1
+    flow.pause()  # a client that has not taken its bytes gets no keep-alive on top
+    hub.heartbeat(start + 17)
+    assert len(flow.sent) == sent + 2
+    assert len(hub.beats) == 1
