@@ -76,6 +76,7 @@ class Result:
     slab: int = 0
     idle_cpu: float = 0.0
     machine_idle: float = 0.0
+    broker_idle: float = 0.0
     events: int = 0
     want: int = 0
     unique: int = 0
@@ -87,6 +88,7 @@ class Result:
     broadcast_cpu: float = 0.0
     client_cpu: float = 0.0
     machine_broadcast: float = 0.0
+    broker_broadcast: float = 0.0
 
     @property
     def rss_per_stream(self) -> float:
@@ -222,16 +224,19 @@ async def run(streams: int, args: argparse.Namespace, tmp: Path) -> Result:
         result.rss = tree_rss_bytes(pids)
         result.sock_mem = sockstat_mem_bytes() - sock0
         result.slab = socket_slab_bytes() - slab0
+        broker = server.broker.process.pid
         cpu0, busy0, wall0 = tree_cpu_seconds(pids), system_busy_seconds(), time.monotonic()
+        broker0 = proc_cpu_seconds(broker)
         await asyncio.sleep(args.idle_seconds)
         wall = time.monotonic() - wall0
         result.idle_cpu = 100 * (tree_cpu_seconds(pids) - cpu0) / wall
         result.machine_idle = 100 * (system_busy_seconds() - busy0) / wall
+        result.broker_idle = 100 * (proc_cpu_seconds(broker) - broker0) / wall
         print(f"  idle: gateway {result.idle_cpu:.2f} % of a core, RSS {mib(result.rss)}", flush=True)
         for group in groups:
             await group.measure(True)
         cpu0, client0, wall0 = tree_cpu_seconds(pids), sum(proc_cpu_seconds(g.pid) for g in groups), time.monotonic()
-        busy0 = system_busy_seconds()
+        busy0, broker0 = system_busy_seconds(), proc_cpu_seconds(broker)
         publisher.conn.send("go")
         await publisher.receive(args.seconds * 3 + 60, "publisher")
         await asyncio.gather(*(g.wait(args.drain) for g in groups))
@@ -239,6 +244,7 @@ async def run(streams: int, args: argparse.Namespace, tmp: Path) -> Result:
         result.broadcast_cpu = 100 * (tree_cpu_seconds(pids) - cpu0) / wall
         result.client_cpu = 100 * (sum(proc_cpu_seconds(g.pid) for g in groups) - client0) / wall
         result.machine_broadcast = 100 * (system_busy_seconds() - busy0) / wall
+        result.broker_broadcast = 100 * (proc_cpu_seconds(broker) - broker0) / wall
         reports = [await g.report() for g in groups]
         hist, max_ns = merged(reports)
         total = sum(hist)
@@ -264,18 +270,19 @@ def line(r: Result) -> str:
         f"{r.opened:,}/{r.streams:,} streams ({r.workers} workers; sockets {r.per_worker}), opened in "
         f"{r.open_seconds:.1f} s; RSS {mib(r.rss)} ({r.rss_per_stream / 1024:.1f} KiB/stream over the base "
         f"{mib(r.rss_base)}); kernel sockstat {r.sock_mem / max(1, r.opened):.0f} B, slab "
-        f"{r.slab / max(1, r.opened) / 1024:.1f} KiB per stream (both ends); idle {r.idle_cpu:.2f} % of a core; "
+        f"{r.slab / max(1, r.opened) / 1024:.1f} KiB per stream (both ends); idle {r.idle_cpu:.2f} % of a core "
+        f"(broker {r.broker_idle:.1f} %); "
         f"broadcast {r.unique:,}/{r.want:,} delivered ({r.duplicates} duplicates, {r.disconnects} cut), "
         f"p50 {r.p50_ms:.0f} p99 {r.p99_ms:.0f} max {r.max_ms:.0f} ms, gateway {r.broadcast_cpu:.0f} %, "
-        f"clients {r.client_cpu:.0f} %, machine {r.machine_broadcast:.0f} %"
+        f"clients {r.client_cpu:.0f} %, broker {r.broker_broadcast:.0f} %, machine {r.machine_broadcast:.0f} %"
     )
 
 
 def table(results: list[Result]) -> str:
     rows = [
         "| streams | workers | opened in | sockets per worker | gateway RSS | RSS / stream | kernel / stream "
-        "(buffers + slabs, both ends) | idle CPU (gateway; machine) | delivered | p50 | p99 | max | CPU broadcasting "
-        "(gateway; clients; machine) |",
+        "(buffers + slabs, both ends) | idle CPU (gateway; broker; machine) | delivered | p50 | p99 | max | CPU "
+        "broadcasting (gateway; clients; broker; machine) |",
         "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
@@ -283,9 +290,10 @@ def table(results: list[Result]) -> str:
             f"| {r.opened:,}/{r.streams:,} | {r.workers} | {r.open_seconds:.0f} s | {r.per_worker} | {mib(r.rss)} "
             f"(base {mib(r.rss_base)}) | {r.rss_per_stream / 1024:.1f} KiB ({r.rss / max(1, r.opened) / 1024:.1f} "
             f"all in) | {r.sock_mem / max(1, r.opened):.0f} B + {r.slab / max(1, r.opened) / 1024:.1f} KiB | "
-            f"{r.idle_cpu:.2f} % of a core; {r.machine_idle:.0f} % | {r.unique:,}/{r.want:,}"
+            f"{r.idle_cpu:.2f} % of a core; {r.broker_idle:.1f} %; {r.machine_idle:.0f} % | {r.unique:,}/{r.want:,}"
             f"{f', {r.disconnects} cut' if r.disconnects else ''} | {r.p50_ms:.0f} ms | {r.p99_ms:.0f} ms | "
-            f"{r.max_ms:.0f} ms | {r.broadcast_cpu:.0f} %; {r.client_cpu:.0f} %; {r.machine_broadcast:.0f} % |"
+            f"{r.max_ms:.0f} ms | {r.broadcast_cpu:.0f} %; {r.client_cpu:.0f} %; {r.broker_broadcast:.0f} %; "
+            f"{r.machine_broadcast:.0f} % |"
         )
     return "\n".join(rows)
 
