@@ -47,9 +47,7 @@ def access_log(
     if reason is not None:
         line += f',"reason":{_quoted(reason)}'
     # The record made here, not by ``info``: logging's search of the stack for the caller is skipped.
-    access_logger.handle(
-        access_logger.makeRecord(access_logger.name, logging.INFO, __file__, 0, line + "}", (), None)
-    )
+    access_logger.handle(access_logger.makeRecord(access_logger.name, logging.INFO, __file__, 0, line + "}", (), None))
 
 
 def refusal_reason(error: StreamError) -> str:
