@@ -1,11 +1,12 @@
 """A reconnect storm: N streams that were reading one topic come back at once with their Last-Event-ID.
 
 A node died: its clients reconnect to this gateway together, each naming the last event it saw and
-(with ``--guard``, the default) sending its own ES256 token. The benchmark opens N streams, reads each
-to the same event, drops them all, produces a backlog they missed, then reconnects all N at once. It
-reports the admissions per second (``200`` answered: token verified, route matched, id parsed, resume
-planned), the mean and the peak second, the gateway's CPU time per admission, and the time until every
-client is level (has read the last event produced). Every stream stays open until all are level.
+(unless ``--public``) sending its own token (``--alg``: ES256 by default, RS256 or HS256). The
+benchmark opens N streams, reads each to the same event, drops them all, produces a backlog they
+missed, then reconnects all N at once. It reports the admissions per second (``200`` answered: token
+verified, route matched, id parsed, resume planned), the mean and the peak second, the gateway's CPU
+time per admission, and the time until every client is level (has read the last event produced).
+Every stream stays open until all are level.
 
 The load is split over ``--processes`` client processes (``bench/lib/stormload.py``, uvloop), each on its
 own loopback source address 127.0.0.<2+k>: one process may hold 20,000 descriptors, one source address
@@ -14,6 +15,7 @@ some 28,000 ephemeral ports. A gateway worker holds one descriptor per stream, s
 
     python bench/storm.py --clients 5000
     python bench/storm.py --clients 20000 --workers 2 --processes 4   # the full-scale target
+    python bench/storm.py --clients 5000 --alg RS256                  # tokens of another algorithm
     python bench/storm.py --clients 5000 --profile /tmp/storm.txt     # py-spy of the worker(s), the storm only
 
 The load average before the run is printed with the figures: on a loaded machine they are a floor.
@@ -47,24 +49,29 @@ SETUP = """
 from guards.services import guard_upsert
 from streams.services import route_upsert
 if {key!r}:
-    guard_upsert(name="storm", issuer="storm", audience="sluice", algorithms=["ES256"], keys=[{key!r}],
-                 roles_claim="scope")
+    key = {key!r}
+    keys = [] if key["alg"] == "HS256" else [key]
+    guard_upsert(name="storm", issuer="storm", audience="sluice", algorithms=[key["alg"]], keys=keys,
+                 secret=key.get("secret", ""), roles_claim="scope")
     route_upsert(path="/storm/{{x}}", topic="storm", initial="earliest", guard="storm", roles=["storm:read"])
 else:
     route_upsert(path="/storm/{{x}}", topic="storm", initial="earliest")
 """
 
 
-def es256_key() -> tuple[bytes, dict[str, str]]:
-    """A private key (PEM, for the clients' tokens) and its public JWK (for the guard)."""
+def signing_key(alg: str) -> tuple[bytes, dict[str, str]]:
+    """The clients' signing key (PEM, or the HS256 secret) and what the guard verifies with (a public JWK)."""
     import jwt
     from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-    key = ec.generate_private_key(ec.SECP256R1())
+    if alg == "HS256":
+        secret = os.urandom(32).hex()
+        return secret.encode(), {"alg": alg, "secret": secret}
+    key = ec.generate_private_key(ec.SECP256R1()) if alg == "ES256" else rsa.generate_private_key(65537, 2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    jwk = jwt.algorithms.ECAlgorithm.to_jwk(key.public_key(), as_dict=True)
-    return pem, {**jwk, "kid": "s1", "alg": "ES256"}
+    jwk = jwt.get_algorithm_by_name(alg).to_jwk(key.public_key(), as_dict=True)
+    return pem, {**jwk, "kid": "s1", "alg": alg}
 
 
 def thread_cpu(pids: list[int]) -> dict[str, float]:
@@ -99,7 +106,7 @@ async def storm(args: argparse.Namespace, gateway: Gateway, produce: object, pem
         Child(
             storm_client_main,
             *(gateway.port, f"127.0.0.{2 + k}", k * share, min(share, args.clients - k * share)),
-            *(args.before, args.backlog, pem),
+            *(args.before, args.backlog, pem, args.alg),
         )
         for k in range(args.processes)
         if k * share < args.clients
@@ -159,6 +166,7 @@ def main() -> None:
     parser.add_argument("--before", type=int, default=5, help="events every client reads before the node dies")
     parser.add_argument("--backlog", type=int, default=20, help="events produced while the clients are away")
     parser.add_argument("--public", action="store_true", help="no guard: the route is public, no token sent")
+    parser.add_argument("--alg", default="ES256", choices=("ES256", "RS256", "HS256"), help="the tokens' algorithm")
     parser.add_argument("--admissions-per-second", type=float, default=0.0, help="SLUICE_ADMISSIONS_PER_SECOND")
     parser.add_argument("--loop", default="asyncio", help="SLUICE_EVENT_LOOP of the gateway: asyncio or uvloop")
     parser.add_argument("--profile", type=Path, help="py-spy the worker(s) during the storm into this file")
@@ -166,7 +174,7 @@ def main() -> None:
     args.processes = args.processes or max(1, -(-args.clients // 5000))
     fd_limit_raise(1024)
     load = os.getloadavg()
-    pem, jwk = (None, None) if args.public else es256_key()
+    pem, jwk = (None, None) if args.public else signing_key(args.alg)
     broker = EmbeddedBroker().start()
     workdir = Path(tempfile.mkdtemp(prefix="sluice-storm-"))
     gateway = Gateway(f"sqlite:///{workdir / 'db.sqlite3'}", broker.bootstrap, workdir / "gateway.log", args.workers)
@@ -198,7 +206,8 @@ def main() -> None:
         f"{after[1]:.2f} {after[2]:.2f} on {os.cpu_count()} cores"
     )
     print(
-        f"{args.clients} {'public' if args.public else 'ES256-guarded'} streams reconnected with Last-Event-ID at once "
+        f"{args.clients} {'public' if args.public else args.alg + '-guarded'} streams reconnected with Last-Event-ID "
+        "at once "
         f"({args.workers} worker(s) on {args.loop}, {args.processes} client processes): "
         f"all admitted in {result['admitted_in']:.2f} s "
         f"(first {result['first']:.2f} s; mean {result['mean']:.0f}/s, peak second {result['peak_second']:.0f}), "

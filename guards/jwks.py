@@ -19,8 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import jwt
-
+from .jws import MalformedToken, header_read, token_split
 from .policy import ASYMMETRIC_ALGORITHMS, PolicyError, VerifyingKey, jwk_parse
 
 logger = logging.getLogger("sluice.guards")
@@ -146,7 +145,7 @@ def jwks_cache() -> JwksCache:
 def token_kid(token: str) -> str | None:
     """The ``kid`` a token names (unverified; only used to decide whether to refresh)."""
     try:
-        kid = jwt.get_unverified_header(token).get("kid")
-    except jwt.PyJWTError:
+        kid = header_read(token_split(token)[0]).get("kid")
+    except MalformedToken:
         return None
     return kid if isinstance(kid, str) else None

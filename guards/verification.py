@@ -3,18 +3,18 @@
 simplejwt's ``TokenBackend`` is not used: it binds one algorithm to one key
 (no per-``kid`` key set), folds every failure but expiry into "Token is
 invalid" (the spec wants the reason), and imports Django. The key choice is
-ours; PyJWT checks the signature and the registered claims.
+ours, and so are the token's parsing and the registered claims' checks (with
+PyJWT's rules, see :mod:`guards.jws`); PyJWT's algorithm objects check the signature.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import jwt
-from jwt.types import Options
-
+from .jws import KeyUnusable, MalformedToken, header_read, payload_read, segment_decode, signature_valid, token_split
 from .policy import HMAC_ALGORITHMS, GuardPolicy, VerifyingKey
 
 # Real access tokens are a few hundred bytes to a few KB; anything past this is refused unread.
@@ -110,41 +110,67 @@ def token_verify(policy: GuardPolicy, token: str, *, fetched: tuple[VerifyingKey
         # Refused before any parsing: decoding and verifying cost grows with the size.
         raise TokenRejected("oversized", f"the token is longer than {MAX_TOKEN_BYTES} bytes")
     try:
-        header = jwt.get_unverified_header(token)
-    except jwt.PyJWTError as exc:
+        header_segment, payload_segment, signature_segment = token_split(token)
+        header = header_read(header_segment)
+    except MalformedToken as exc:
         raise TokenRejected("malformed_token", "not a signed JWT") from exc
     alg, key = _key_select(policy, header, fetched)
-    options: Options = {"require": ["exp"], "verify_aud": bool(policy.audience)}
     try:
-        claims = jwt.decode(
-            token,
-            key,
-            algorithms=[alg],
-            audience=policy.audience or None,
-            issuer=policy.issuer or None,
-            leeway=policy.leeway,
-            options=options,
-        )
-    except jwt.ExpiredSignatureError as exc:
-        raise TokenRejected("expired", "the token has expired") from exc
-    except jwt.ImmatureSignatureError as exc:
-        raise TokenRejected("not_yet_valid", "the token is not valid yet") from exc
-    except jwt.InvalidSignatureError as exc:
-        raise TokenRejected("bad_signature", "the signature does not verify") from exc
-    except jwt.InvalidIssuerError as exc:
-        raise TokenRejected("wrong_issuer", "the issuer (iss) is not the guard's") from exc
-    except jwt.InvalidAudienceError as exc:
-        raise TokenRejected("wrong_audience", "the audience (aud) is not the guard's") from exc
-    except jwt.MissingRequiredClaimError as exc:
-        reason = {"iss": "wrong_issuer", "aud": "wrong_audience"}.get(exc.claim, "missing_claim")
-        raise TokenRejected(reason, f"the token has no {exc.claim} claim") from exc
-    except (jwt.InvalidKeyError, jwt.InvalidAlgorithmError) as exc:
-        raise TokenRejected("alg_mismatch", "the token's algorithm does not fit the key") from exc
-    except jwt.DecodeError as exc:
+        signature = segment_decode(signature_segment)
+        valid = signature_valid(alg, key, token[: len(header_segment) + 1 + len(payload_segment)].encode(), signature)
+    except MalformedToken as exc:
         raise TokenRejected("malformed_token", "the token does not decode") from exc
-    except jwt.PyJWTError as exc:
-        raise TokenRejected("invalid_token", type(exc).__name__) from exc
+    except KeyUnusable as exc:
+        raise TokenRejected("alg_mismatch", "the token's algorithm does not fit the key") from exc
+    if not valid:
+        raise TokenRejected("bad_signature", "the signature does not verify")
+    try:
+        claims = payload_read(payload_segment)
+    except MalformedToken as exc:
+        raise TokenRejected("malformed_token", "the token does not decode") from exc
+    claims_check(policy, claims, time.time())
     return principal_from_claims(policy, claims)
+
+
+def _time_claim(claims: Mapping[str, Any], name: str, reason: str, detail: str) -> int:
+    try:
+        return int(claims[name])
+    except (ValueError, TypeError, OverflowError):
+        raise TokenRejected(reason, detail) from None
+
+
+def claims_check(policy: GuardPolicy, claims: Mapping[str, Any], now: float) -> None:
+    """The registered claims, checked in PyJWT's order and with its rules (exp required, iss and aud if set)."""
+    if claims.get("exp") is None:
+        raise TokenRejected("missing_claim", "the token has no exp claim")
+    leeway = policy.leeway
+    if "iat" in claims:
+        iat = _time_claim(claims, "iat", "invalid_token", "InvalidIssuedAtError")
+        if iat > now + leeway:
+            raise TokenRejected("not_yet_valid", "the token is not valid yet")
+    if "nbf" in claims and _time_claim(claims, "nbf", "malformed_token", "the token does not decode") > now + leeway:
+        raise TokenRejected("not_yet_valid", "the token is not valid yet")
+    if _time_claim(claims, "exp", "malformed_token", "the token does not decode") <= now - leeway:
+        raise TokenRejected("expired", "the token has expired")
+    if policy.issuer:
+        if "iss" not in claims:
+            raise TokenRejected("wrong_issuer", "the token has no iss claim")
+        if claims["iss"] != policy.issuer:
+            raise TokenRejected("wrong_issuer", "the issuer (iss) is not the guard's")
+    if policy.audience:
+        audiences = claims.get("aud")
+        if not audiences:
+            raise TokenRejected("wrong_audience", "the token has no aud claim")
+        if isinstance(audiences, str):
+            audiences = [audiences]
+        if not isinstance(audiences, list) or any(not isinstance(aud, str) for aud in audiences):
+            raise TokenRejected("wrong_audience", "the audience (aud) is not the guard's")
+        if policy.audience not in audiences:
+            raise TokenRejected("wrong_audience", "the audience (aud) is not the guard's")
+    if "sub" in claims and not isinstance(claims["sub"], str):
+        raise TokenRejected("invalid_token", "InvalidSubjectError")
+    if "jti" in claims and not isinstance(claims["jti"], str):
+        raise TokenRejected("invalid_token", "InvalidJTIError")
 
 
 def principal_from_claims(policy: GuardPolicy, claims: Mapping[str, Any]) -> Principal:

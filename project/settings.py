@@ -134,7 +134,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "formatters": {
+        "plain": {
+            "()": "project.log_format.PlainFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        }
+    },
     # Requests Django refuses as suspicious (bad Host header, ...): counted, one access line each at most,
     # rate-limited per client address, never a traceback (streams/ops/refusals.py).
     "handlers": {

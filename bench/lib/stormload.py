@@ -140,18 +140,21 @@ class Client:
             await asyncio.sleep(1.0)
 
 
-def tokens_make(private_pem: bytes | None, first: int, count: int) -> list[str | None]:
-    """Each client's own ES256 token (``sub`` c<n>, the storm role), or None for a public route."""
+def tokens_make(private_pem: bytes | None, first: int, count: int, alg: str = "ES256") -> list[str | None]:
+    """Each client's own token (``sub`` c<n>, the storm role), or None for a public route.
+
+    ``private_pem``: the PEM private key, or for HS256 the secret.
+    """
     if private_pem is None:
         return [None] * count
     import jwt
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-    key = load_pem_private_key(private_pem, None)
+    key: Any = private_pem if alg == "HS256" else load_pem_private_key(private_pem, None)
     now = int(time.time())
     base = {"scope": "storm:read", "iss": "storm", "aud": "sluice", "iat": now, "exp": now + 3600}
     return [
-        jwt.encode({**base, "sub": f"c{n}"}, key, algorithm="ES256", headers={"kid": "s1"})  # type: ignore[arg-type]
+        jwt.encode({**base, "sub": f"c{n}"}, key, algorithm=alg, headers={"kid": "s1"})
         for n in range(first, first + count)
     ]
 
@@ -188,12 +191,20 @@ async def phases(conn: Any, port: int, source: str, clients: list[Client], befor
 
 
 def storm_client_main(
-    conn: Any, port: int, source: str, first: int, count: int, before: int, backlog: int, private_pem: bytes | None
+    conn: Any,
+    port: int,
+    source: str,
+    first: int,
+    count: int,
+    before: int,
+    backlog: int,
+    private_pem: bytes | None,
+    alg: str = "ES256",
 ) -> None:
     """A child process: ``count`` clients from index ``first``; told "go" and "close" through ``conn``."""
     import uvloop
 
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    clients = [Client(first + n, token) for n, token in enumerate(tokens_make(private_pem, first, count))]
+    clients = [Client(first + n, token) for n, token in enumerate(tokens_make(private_pem, first, count, alg))]
     uvloop.run(phases(conn, port, source, clients, before, backlog))

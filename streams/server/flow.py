@@ -93,13 +93,15 @@ class RequestFlow:
             self.paused_bytes += len(data)
         direct = self._direct
         if direct is None:
-            http.Request.write(request, data)
-            if request.chunked and request.startedWriting:
-                transport = getattr(request.channel, "transport", None)
-                if type(transport) is TcpServer:
-                    self._direct = transport
-                    # The head is out: what only reading the request and writing the head needed goes.
-                    request_trim(request, transport)
+            transport = getattr(request.channel, "transport", None)
+            if type(transport) is TcpServer and not request.startedWriting and _idle(transport):
+                self._head_send(request, transport, data)
+            else:
+                http.Request.write(request, data)
+            if request.chunked and request.startedWriting and type(transport) is TcpServer:
+                self._direct = transport
+                # The head is out: what only reading the request and writing the head needed goes.
+                request_trim(request, transport)
         elif data and not request._disconnected:
             request.sentLength += len(data)
             self._send(direct, b"%x\r\n%b\r\n" % (len(data), data))
@@ -121,16 +123,26 @@ class RequestFlow:
         request.sentLength += len(frames.data)
         self._send(transport, frames.chunk)
 
+    def _head_send(self, request: http.Request, transport: TcpServer, data: bytes) -> None:
+        """Twisted's head and first chunk, collected and sent at once like any other write.
+
+        Twisted queues the head and has the loop watch the socket for writing until it is out: two
+        ``epoll_ctl`` calls and a loop pass for every stream opened.
+        """
+        channel: Any = request.channel
+        head = HeadCollector()
+        channel.transport = head
+        try:
+            http.Request.write(request, data)
+        finally:
+            channel.transport = transport
+        if head.parts:
+            self._send(transport, b"".join(head.parts))
+
     @staticmethod
     def _send(transport: TcpServer, chunk: bytes) -> None:
         """Send now if nothing is queued before it, else (or for the rest) queue it in Twisted."""
-        if (
-            transport.connected
-            and not transport.disconnecting
-            and not transport._writeDisconnected
-            and not transport._tempDataBuffer
-            and len(transport.dataBuffer) == transport.offset
-        ):
+        if _idle(transport):
             try:
                 sent = transport.socket.send(chunk)
             except BlockingIOError:
@@ -214,6 +226,32 @@ class RequestFlow:
         elif channel.transport is not None:
             _linger_off(channel.transport)
             channel.transport.abortConnection()
+
+
+def _idle(transport: TcpServer) -> bool:
+    """Connected, and nothing queued in Twisted: a write may go straight to the socket."""
+    return bool(
+        transport.connected
+        and not transport.disconnecting
+        and not transport._writeDisconnected
+        and not transport._tempDataBuffer
+        and len(transport.dataBuffer) == transport.offset
+    )
+
+
+class HeadCollector:
+    """Stands in for a request's transport while Twisted writes the response head: keeps what it is given."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.parts.append(data)
+
+    def writeSequence(self, sequence: list[bytes]) -> None:
+        self.parts.extend(sequence)
 
 
 class GoneNotice:

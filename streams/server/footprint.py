@@ -51,14 +51,22 @@ def attributes_compact(instance: Any) -> None:
 
     An attribute whose value is the very object its class holds reads the same from the class.
     """
-    kept = {}
-    mro = type(instance).__mro__
-    for name, value in instance.__dict__.items():
-        for owner in mro:
-            if name in owner.__dict__:
-                if owner.__dict__[name] is not value:
-                    kept[name] = value
-                break
-        else:
-            kept[name] = value
-    instance.__dict__ = kept
+    defaults = _class_values(type(instance))
+    instance.__dict__ = {
+        name: value for name, value in instance.__dict__.items() if defaults.get(name, _ABSENT) is not value
+    }
+
+
+_ABSENT = object()
+_defaults: dict[type, dict[str, Any]] = {}
+
+
+def _class_values(cls: type) -> dict[str, Any]:
+    """What each attribute name reads from ``cls`` (its MRO walked once per class, not once per attribute)."""
+    values = _defaults.get(cls)
+    if values is None:
+        values = {}
+        for owner in reversed(cls.__mro__):
+            values.update(vars(owner))
+        _defaults[cls] = values
+    return values

@@ -24,12 +24,7 @@ from streams.server.flow import FlowServer, reactor, request_transports
 from streams.server.reactor import event_loop_name
 from streams.server.shutdown import GracefulShutdown
 from streams.server.tls import self_signed_write, tls_options
-from streams.server.workers import Supervisor, listening_socket
-
-# Connections the kernel queues before the server accepts them (Twisted's default is 50): when a
-# node is lost, its clients arrive here together, and a full queue drops their SYNs (retried 1 s,
-# 3 s, 7 s... later by the client's kernel). The kernel caps it at net.core.somaxconn.
-LISTEN_BACKLOG = 2048
+from streams.server.workers import LISTEN_BACKLOG, Supervisor, listening_socket
 
 
 class ServeError(Exception):

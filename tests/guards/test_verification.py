@@ -278,3 +278,84 @@ def test_embedded_jwk_header_is_ignored() -> None:
         headers={"kid": rsa_key().kid, "jwk": jwk},
     )
     assert rejected(token) == "bad_signature"
+
+
+def _signed(header: dict[str, Any], body: Any, secret: bytes = b"") -> str:
+    """A token with any header and body, HS256-signed with ``secret`` (the guard's secret by default)."""
+    import hashlib
+    import hmac
+
+    from tests.support.tokens import SECRET, b64
+
+    signing = f"{b64(json.dumps(header).encode())}.{b64(json.dumps(body).encode())}"
+    digest = hmac.new(secret or SECRET.encode(), signing.encode(), hashlib.sha256).digest()
+    return f"{signing}.{b64(digest)}"
+
+
+def _body(**claim: Any) -> dict[str, Any]:
+    return {"iss": ISSUER, "aud": AUDIENCE, "sub": "alice", "exp": int(time.time()) + 60, **claim}
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"alg": "HS256", "crit": ["exp"]},
+        {"alg": "HS256", "crit": []},
+        {"alg": "HS256", "crit": "b64"},
+        {"alg": "HS256", "b64": False, "crit": ["b64"]},
+    ],
+    ids=["unknown-extension", "empty-crit", "crit-not-a-list", "detached-payload"],
+)
+def test_critical_extensions_and_detached_payloads_are_malformed(header: dict[str, Any]) -> None:
+    assert rejected(_signed(header, _body())) == "malformed_token"
+
+
+@pytest.mark.parametrize(
+    ("claim", "reason"),
+    [
+        ({"exp": "soon"}, "malformed_token"),
+        ({"nbf": "later"}, "malformed_token"),
+        ({"iat": [1]}, "invalid_token"),
+        ({"sub": 7}, "invalid_token"),
+        ({"jti": 7}, "invalid_token"),
+        ({"aud": 7}, "wrong_audience"),
+        ({"aud": ["sluice-tests", 7]}, "wrong_audience"),
+        ({"aud": []}, "wrong_audience"),
+        ({"iss": 7}, "wrong_issuer"),
+        ({"exp": None}, "missing_claim"),
+    ],
+)
+def test_registered_claims_of_the_wrong_type(claim: dict[str, Any], reason: str) -> None:
+    assert rejected(_signed({"alg": "HS256"}, _body(**claim))) == reason
+
+
+def test_a_payload_that_is_not_an_object_is_malformed() -> None:
+    assert rejected(_signed({"alg": "HS256"}, [1, 2])) == "malformed_token"
+
+
+def test_a_signature_that_is_not_base64url_is_malformed() -> None:
+    head, body, _ = mint_hs256().split(".")
+    assert rejected(f"{head}.{body}.!!!") == "malformed_token"
+
+
+def test_an_ec_key_of_another_curve_does_not_fit_es256() -> None:
+    from guards.policy import VerifyingKey
+
+    p384 = ec.generate_private_key(ec.SECP384R1()).public_key()
+    guard = GuardPolicy(name="g", algorithms=("ES256",), keys=(VerifyingKey(kid="k", alg="ES256", key=p384),))
+    token = jwt.encode(_body(), ec.generate_private_key(ec.SECP256R1()), "ES256", {"kid": "k"})
+    assert rejected(token, guard) == "alg_mismatch"
+
+
+def test_a_pem_text_as_hmac_secret_does_not_fit() -> None:
+    secret = rsa_key().public_pem()
+    guard = GuardPolicy(name="g", algorithms=("HS256",), secret=secret)
+    assert rejected(mint_hs256(secret), guard) == "alg_mismatch"
+
+
+def test_the_same_header_segment_is_verified_each_time_with_its_own_signature() -> None:
+    """The parsed header is cached by its segment; the signature and claims never are."""
+    good = mint_hs256()
+    assert token_verify(policy(), good).identity == "alice"
+    assert rejected(mint_hs256("another-secret-that-is-also-32-bytes-long")) == "bad_signature"
+    assert token_verify(policy(), good).identity == "alice"
