@@ -243,8 +243,9 @@ class TopicHub:
         self.live.remove(sub)
         self.catching_up.pop(sub, None)
         self.beats.discard(sub)
-        if sub.task is not None and not sub.task.done() and sub.task is not asyncio.current_task():
-            sub.task.cancel()
+        task, sub.task = sub.task, None  # cancelled, its CancelledError's frames would hold sub: a cycle
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
 
     def go_live(self, sub: Subscriber) -> None:
         """A caught-up stream joins the live set (in the step that found it level)."""

@@ -199,10 +199,19 @@ class RequestFlow:
         self._resumed = None
 
     def release(self) -> None:
-        """Unregister from the request (before the response finishes)."""
-        # After connectionLost the request has no channel left to unregister from.
-        if self._registered and self.request.producer is self and self.request.channel is not None:
-            self.request.unregisterProducer()
+        """Unregister from the request (before the response finishes).
+
+        After connectionLost the request has no channel left to unregister from, but it still holds
+        this flow as its producer: that reference is dropped too, or the request and its flow (and the
+        transport, headers and address they hold) would form a cycle that only the cycle collector's
+        full collection frees, minutes later (docs/reliability.md, "A long run").
+        """
+        request = self.request
+        if self._registered and request.producer is self:
+            if request.channel is not None:
+                request.unregisterProducer()
+            else:
+                request.producer = None
         self._registered = False
 
     def finish(self) -> None:

@@ -20,6 +20,7 @@ from streams.fanout.sinks import FlowSink
 from streams.fanout.subscriber import Subscriber, SubscriberOptions
 from tests.streams.fanout.fakes import FakeAccess
 from tests.streams.fanout.test_sinks import FakeFlow
+from tests.support.garbage import cyclic_garbage, of_types
 from tests.support.sse_client import EventParser
 
 
@@ -432,3 +433,29 @@ async def test_a_stream_congested_after_a_flush_catches_up_from_there_without_du
     await asyncio.wait_for(me.task, timeout=5)  # type: ignore[arg-type]
     assert [e.data for e in mine.events() if e.has_data] == ["first", "second"]
     assert all(len([e for e in sink.events() if e.has_data]) == 1 for _, sink in others)
+
+
+async def test_a_catch_up_cancelled_by_its_stream_leaving_leaves_no_cycle() -> None:
+    """A task cancelled and never awaited keeps its CancelledError, whose frames hold the catch-up and
+    its subscriber: the subscriber must not keep the task (docs/reliability.md, "What is left")."""
+
+    async def left_while_catching_up() -> None:
+        hub = make_hub()
+        sink = FakeSink()
+        sub = Subscriber(sink)
+        hub.subscribe(sub, StartPlan(dict(hub.next)), 0)
+        sink.busy = True
+        feed(hub, rec(0, 0), rec(0, 1))
+        task = sub.task
+        assert task is not None
+        await asyncio.sleep(0)  # the catch-up runs, waiting for the client
+        hub.unsubscribe(sub)
+        for _ in range(100):  # as the hub does, never awaited
+            if task.done():
+                break
+            await asyncio.sleep(0)
+        assert task.cancelled()
+
+    with cyclic_garbage() as garbage:
+        await left_while_catching_up()
+    assert of_types(garbage, Subscriber) == []
