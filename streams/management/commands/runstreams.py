@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from common.database import database_reachable
 from streams.conf import streams_settings
+from streams.server.collector import arenas_cap
 from streams.server.descriptors import open_files_raise
 from streams.server.workers import channel_layer_shared, workers_default
 
@@ -87,6 +88,7 @@ class Command(BaseCommand):
             raise CommandError("--workers must be at least 1")
         if workers > 1 and tls_asked:
             raise CommandError("--workers above 1 serves plain HTTP only; terminate TLS in front, or use one worker")
+        arenas_cap()  # before any thread allocates: the workers inherit it
         if options["listen_fd"] is None:
             self.listen_ensure(options["host"], options["port"])  # before the broker and the demo start
             # Every stream is a socket: the workers inherit the raised limit.

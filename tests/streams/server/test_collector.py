@@ -107,3 +107,26 @@ def test_what_c_libraries_freed_in_the_middle_of_the_heap_goes_back_to_the_syste
     before, freed, trimmed = map(float, done.stdout.split())
     assert freed > before - 20  # freed, and still the process's
     assert trimmed < before - 35
+
+
+ARENAS_PROBE = """
+import os, subprocess, sys
+from streams.server.collector import arenas_cap
+arenas_cap()
+child = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('MALLOC_ARENA_MAX'))"],
+                       capture_output=True, text=True, check=True)
+print(os.environ.get("MALLOC_ARENA_MAX"), child.stdout.strip())
+"""
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "2 2"), ("4", "4 4")])
+def test_arenas_are_capped_for_the_worker_and_its_children_unless_the_operator_chose(
+    given: str | None, seen: str
+) -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    if given is not None:
+        env["MALLOC_ARENA_MAX"] = given
+    probe = subprocess.run([sys.executable, "-c", ARENAS_PROBE], capture_output=True, text=True, env=env, check=True)
+    assert probe.stdout.strip() == seen
