@@ -51,12 +51,7 @@ def header_read(segment: str) -> Mapping[str, Any]:
     header = _headers.get(segment)
     if header is not None:
         return header
-    try:
-        header = json.loads(segment_decode(segment))
-    except (ValueError, RecursionError) as exc:
-        raise MalformedToken("the header is not JSON") from exc
-    if not isinstance(header, dict):
-        raise MalformedToken("the header is not a JSON object")
+    header = _json_object(segment, "the header")
     if "kid" in header and not isinstance(header["kid"], str):
         raise MalformedToken("kid is not a string")
     if "crit" in header:
@@ -81,13 +76,18 @@ def token_split(token: str) -> tuple[str, str, str]:
 
 
 def payload_read(segment: str) -> dict[str, Any]:
+    return _json_object(segment, "the payload")
+
+
+def _json_object(segment: str, what: str) -> dict[str, Any]:
+    """The JSON object a base64url segment holds; :class:`MalformedToken` naming ``what`` otherwise."""
     try:
-        payload = json.loads(segment_decode(segment))
+        value = json.loads(segment_decode(segment))
     except (ValueError, RecursionError) as exc:
-        raise MalformedToken("the payload is not JSON") from exc
-    if not isinstance(payload, dict):
-        raise MalformedToken("the payload is not a JSON object")
-    return payload
+        raise MalformedToken(f"{what} is not JSON") from exc
+    if not isinstance(value, dict):
+        raise MalformedToken(f"{what} is not a JSON object")
+    return value
 
 
 def _algorithm(alg: str) -> Algorithm:
