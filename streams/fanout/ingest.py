@@ -253,25 +253,21 @@ class BatchOut:
             shared = SharedFrames(data)
             for sub in list(unfiltered[group]):
                 sink = sub.sink
-                if type(sink) is FlowSink:  # the server's own flow (nearly every stream): one call, bytes framed once
-                    flow = sink.flow
-                    if not flow.paused:
-                        sink.last_write = monotonic()
-                        flow.write_shared(shared)
-                        sub.sent_progress = progress
-                        sub.events += count
-                        sub.bytes += size
-                        sent += 1
+                if type(sink) is FlowSink and not sink.flow.paused:
+                    # The server's own flow (nearly every stream): one call, the bytes framed once.
+                    sink.last_write = monotonic()
+                    sub.sent_progress = progress
+                    sink.flow.write_shared(shared)
+                else:
+                    if sink.congested():
+                        control.demote(sub, before)
                         continue
-                if sink.congested():
-                    control.demote(sub, before)
-                    continue
-                sub.sent_progress = progress
-                if not sink.write(data):
-                    tally(sub.route).slow += count
-                    control.cut(sub)
-                    cut += 1
-                    continue
+                    sub.sent_progress = progress
+                    if not sink.write(data):
+                        tally(sub.route).slow += count
+                        control.cut(sub)
+                        cut += 1
+                        continue
                 sub.events += count
                 sub.bytes += size
                 sent += 1

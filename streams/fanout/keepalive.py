@@ -41,19 +41,18 @@ def keepalives_send(beats: HeartbeatWheel[Subscriber], state: HubState, control:
             beats.schedule(sub, now + 1)
             continue
         current = token if sub.positions is None else progress_encode(sub.positions)
-        if current != sub.sent_progress:
-            conflated = sub.conflated
-            if conflated is None or not conflated.owes(sub):  # else records wait: its progress may not pass them
-                sub.sent_progress = current
-                if not sink.write(b":\n" + checkpoint_frame(current)):
-                    control.cut(sub)
-                    continue
-                written.setdefault(sub.heartbeat_seconds, []).append(sub)
-                continue
-        if type(sink) is FlowSink:  # the server's own flow: one call, the keep-alive framed once
+        conflated = sub.conflated
+        # A conflated stream owed records keeps its progress: it may not pass them.
+        if current != sub.sent_progress and (conflated is None or not conflated.owes(sub)):
+            sub.sent_progress = current
+            taken = sink.write(b":\n" + checkpoint_frame(current))
+        elif type(sink) is FlowSink:  # the server's own flow: one call, the keep-alive framed once
             sink.last_write = monotonic()
             sink.flow.write_shared(beat)
-        elif not sink.write(HEARTBEAT):
+            taken = True
+        else:
+            taken = sink.write(HEARTBEAT)
+        if not taken:
             control.cut(sub)
             continue
         written.setdefault(sub.heartbeat_seconds, []).append(sub)

@@ -19,6 +19,11 @@ from streams.core.asgi import Send
 from streams.core.compression import Encoder
 
 
+def http_chunk(data: bytes) -> bytes:
+    """``data`` as one HTTP/1.1 chunk: what a plain chunked response puts on the wire for it."""
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
 class SharedFrames:
     """The same bytes for many streams at once (a batch's frames for a group, a keep-alive), framed once.
 
@@ -37,7 +42,7 @@ class SharedFrames:
         """``data`` as one HTTP/1.1 chunk (what a plain chunked response puts on the wire)."""
         chunk = self._chunk
         if chunk is None:
-            chunk = self._chunk = b"%x\r\n%b\r\n" % (len(self.data), self.data)
+            chunk = self._chunk = http_chunk(self.data)
         return chunk
 
 

@@ -42,7 +42,7 @@ from zope.interface import implementer
 
 from streams.core.compression import Encoder
 from streams.edge.http.request import flow_attach
-from streams.fanout.sinks import SharedFrames
+from streams.fanout.sinks import SharedFrames, http_chunk
 from streams.server.footprint import request_trim
 from streams.server.inputs import InputQueue
 from streams.server.reaping import EventReaping
@@ -104,7 +104,7 @@ class RequestFlow:
                 request_trim(request, transport)
         elif data and not request._disconnected:
             request.sentLength += len(data)
-            self._send(direct, b"%x\r\n%b\r\n" % (len(data), data))
+            self._send(direct, http_chunk(data))
         return True
 
     def write_shared(self, frames: SharedFrames) -> None:

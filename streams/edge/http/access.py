@@ -37,12 +37,11 @@ def access_log(
     """
     if not access_logger.isEnabledFor(logging.INFO):
         return
-    client = scope.get("client")
     line = (
         f'{{"event":{_quoted(event)},"route":{_quoted(route.pattern.source)},'
         f'"path":{_quoted(scope.get("path", ""))},"method":{_quoted(scope.get("method", ""))},'
         f'"status":{int(status)},"duration":{round(time.monotonic() - started, 3)!r},"events":{int(events)},'
-        f'"bytes":{int(sent_bytes)},"client":{_quoted(f"{client[0]}:{client[1]}" if client else "-")}'
+        f'"bytes":{int(sent_bytes)},"client":{_quoted(client_address(scope))}'
     )
     if reason is not None:
         line += f',"reason":{_quoted(reason)}'
