@@ -10,7 +10,6 @@ import asyncio
 import json
 import random
 import re
-import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +22,7 @@ from streams.services import topic_upsert
 from tests.streams.edge.test_wire import QUIET, WAIT, Stream, open_stream
 from tests.streams.server.test_slow_client import Dechunker
 from tests.support.metrics_scrape import metric_wait
+from tests.support.raw_stream import small_window_stream
 from tests.support.sse_client import Event, EventParser
 
 
@@ -177,20 +177,10 @@ class StalledReader:
     """A raw GET over a socket with a tiny receive buffer, which reads only when told to."""
 
     def __init__(self, port: int, path: str) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window too
-        self.sock.settimeout(WAIT)
-        self.sock.connect(("127.0.0.1", port))
-        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n".encode())
+        self.sock, self.head, rest = small_window_stream(port, path, WAIT)
         self.dechunker, self.parser = Dechunker(), EventParser()
         self.events: list[Event] = []
         self.bytes = 0
-        head = b""
-        while b"\r\n\r\n" not in head:
-            data = self.sock.recv(4096)
-            assert data, "the gateway closed before the response head"
-            head += data
-        self.head, _, rest = head.partition(b"\r\n\r\n")
         self.feed(rest)
 
     def feed(self, data: bytes) -> None:

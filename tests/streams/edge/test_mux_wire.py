@@ -6,7 +6,6 @@ import asyncio
 import functools
 import json
 import random
-import socket
 import threading
 import time
 import uuid
@@ -22,6 +21,7 @@ from streams.core.mux.ids import composite_decode
 from streams.edge.authorization.reauthorization import CHALLENGE_CONTENT_TYPE
 from tests.streams.edge.test_wire import QUIET, WAIT, Stream, error_body, open_stream
 from tests.support.metrics_scrape import metric_wait, metrics_parse
+from tests.support.raw_stream import small_window_stream
 from tests.support.tokens import guard_fields, mint
 from tests.support.upstream_server import event_fields
 
@@ -387,16 +387,7 @@ class StalledClient:
     """A GET over a socket with a tiny receive buffer that reads the response head and then nothing."""
 
     def __init__(self, port: int, path: str) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
-        self.sock.settimeout(WAIT)
-        self.sock.connect(("127.0.0.1", port))
-        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n".encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            data = self.sock.recv(1024)
-            assert data, "the gateway closed before the response head"
-            head += data
+        self.sock, head, _ = small_window_stream(port, path, WAIT)
         assert head.startswith(b"HTTP/1.1 200"), head
 
     def wait_closed(self) -> str:

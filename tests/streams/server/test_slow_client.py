@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from tests.conftest import Gateway, Kafka
 from tests.support.metrics_scrape import metric_wait, metrics_read
 from tests.support.polling import condition_wait_async
 from tests.support.progress import progress_advance
+from tests.support.raw_stream import small_window_stream
 from tests.support.sse_client import Event, EventParser
 
 pytestmark = pytest.mark.slow
@@ -135,22 +135,9 @@ class SlowClient:
     """GET over a socket with a tiny receive buffer; reads a few events, then stops reading."""
 
     def __init__(self, port: int, path: str) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        # Before connect, so the advertised window stays small too.
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        self.sock.settimeout(DEADLINE)
-        self.sock.connect(("127.0.0.1", port))
-        self.sock.sendall(
-            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n\r\n".encode()
-        )
+        self.sock, self.head, rest = small_window_stream(port, path, DEADLINE)
         self.dechunker = Dechunker()
         self.received = Received()
-        head = b""
-        while b"\r\n\r\n" not in head:
-            data = self.sock.recv(4096)
-            assert data, "the gateway closed before the response head"
-            head += data
-        self.head, _, rest = head.partition(b"\r\n\r\n")
         self.received.feed(self.dechunker.feed(rest))
 
     def read_events(self, count: int) -> None:
