@@ -15,6 +15,7 @@ import heapq
 import logging
 import time
 from collections.abc import Iterable
+from operator import attrgetter
 
 from streams.core.closing import CloseReason
 from streams.core.formats.registry import RegistryUnavailable
@@ -27,6 +28,8 @@ from streams.fanout.state import HubControl, HubState
 from streams.fanout.subscriber import Subscriber
 
 logger = logging.getLogger("sluice.hub")
+
+_timestamp = attrgetter("timestamp")
 
 # After a backlog read found Kafka unavailable, wait this long before trying again.
 BACKLOG_RETRY_SECONDS = 1.0
@@ -152,10 +155,16 @@ class CatchUp:
         assert positions is not None
         frames: list[bytes] = []
         first_ms = 0  # the first frame's record timestamp (the lag of a live stream that fell behind)
-        # Interleave partitions by time (as they were produced), keeping each one's order.
-        merged = heapq.merge(*chunk, key=lambda r: r.timestamp) if len(chunk) > 1 else iter(chunk[0] if chunk else ())
         since_ms, since_partitions = sub.since_ms, sub.since_partitions
         counts = state.tally(sub.route)
+        keys = None if since_partitions else sub.filters.keys
+        ends: dict[int, int] = {}
+        if keys is not None:
+            # A stream of some keys looks only at their records (a resume reads the cache's whole range).
+            chunk, ends, skipped = keyed_records(chunk, keys)
+            counts.filtered += skipped
+        # Interleave partitions by time (as they were produced), keeping each one's order.
+        merged = heapq.merge(*chunk, key=_timestamp) if len(chunk) > 1 else iter(chunk[0] if chunk else ())
         # The stream's position moves one partition per record: re-encode that partition's offset only.
         progress_ids = ProgressEncoder(positions)
         for record in merged:
@@ -191,6 +200,8 @@ class CatchUp:
                 first_ms = record.timestamp
             frames.append(frame)
             sub.sent_progress = progress
+        for p, end in ends.items():
+            positions[p] = max(positions[p], end)  # past the other keys' records too
         if frames:
             state.counters.deliveries += len(frames)
             data = b"".join(frames)
@@ -217,6 +228,27 @@ def records_trim(records: list[Record], budget: int) -> bool:
             del records[index:]
             return True
     return False
+
+
+def keyed_records(chunk: list[list[Record]], keys: frozenset[bytes]) -> tuple[list[list[Record]], dict[int, int], int]:
+    """The records of ``chunk`` that can pass a filter on ``keys`` (and the undecodable ones, which are counted),
+    each partition's next offset past the chunk, and how many records were left out.
+
+    A record left out moves no id: each id then names, for every other partition, where the stream's last
+    frame of that partition left it, which is no further than the stream has read.
+    """
+    kept: list[list[Record]] = []
+    ends: dict[int, int] = {}
+    skipped = 0
+    for records in chunk:
+        if not records:
+            continue
+        ends[records[-1].partition] = records[-1].offset + 1
+        some = [r for r in records if r.match_key in keys or r.problem is not None]
+        skipped += len(records) - len(some)
+        if some:
+            kept.append(some)
+    return kept, ends, skipped
 
 
 def records_by_partition(records: Iterable[Record]) -> list[list[Record]]:

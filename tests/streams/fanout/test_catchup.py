@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from unittest.mock import patch
 
+from streams.core.filters import FilterSet, MessageFilter
+from streams.core.ids import progress_decode
 from streams.core.records import Record
 from streams.fanout.cache import CacheLimits, TopicCache
 from streams.fanout.catchup import CatchUp
 from streams.fanout.catchup_reads import BacklogSession
 from streams.fanout.cutoffs import loop_cutoffs
 from streams.fanout.state import HubState
-from streams.fanout.subscriber import Subscriber
+from streams.fanout.subscriber import Subscriber, SubscriberOptions
 from tests.streams.fanout.fakes import FakeAccess
 from tests.streams.fanout.test_hub import FakeSink
 
@@ -124,3 +127,58 @@ async def test_a_catch_up_waits_while_kafka_is_down_and_ends_with_the_stream() -
     await asyncio.wait_for(task, timeout=5)
     assert control.live == []
     assert [reader.closed for reader in access.backlogs] == [True]
+
+
+def keyed_log(count: int) -> list[Record]:
+    """Record n on partition n % 3 at time 1000 + n, with key ``k<n % 7>``; record 10 does not decode."""
+    return [
+        Record(n % 3, n // 3, 1000 + n, b"k%d" % (n % 7), b"%d" % n, problem="bad bytes" if n == 10 else None)
+        for n in range(count)
+    ]
+
+
+def keyed_state(records: list[Record]) -> HubState:
+    ends = {p: 1 + max(r.offset for r in records if r.partition == p) for p in range(3)}
+    return state_at(ends, cached=tuple(records), cache_start={p: 0 for p in range(3)})
+
+
+async def keyed_catch_up(state: HubState, start: dict[int, int]) -> tuple[Subscriber, FakeSink, Control]:
+    sink, control = FakeSink(), Control()
+    sub = Subscriber(sink, SubscriberOptions(filters=FilterSet((MessageFilter(key=b"k3"),))))
+    sub.positions = dict(start)
+    access = FakeAccess(partitions=[0, 1, 2])
+    reads = BacklogSession(state.topic, access, access, Record.from_kafka)
+    await asyncio.wait_for(CatchUp(state, control, sub, reads).run(False), timeout=30)
+    return sub, sink, control
+
+
+async def test_a_catch_up_on_a_key_asks_its_filters_only_about_that_keys_records() -> None:
+    records = keyed_log(4500)  # more than one chunk per partition
+    state = keyed_state(records)
+    asked = []
+
+    def admits(filters: FilterSet, record: Record) -> bool:
+        asked.append(record)
+        return filters.matches(record.match_key, record.headers) and filters.where is None
+
+    with patch.object(FilterSet, "admits", admits):
+        sub, sink, control = await keyed_catch_up(state, {0: 0, 1: 0, 2: 0})
+    wanted = [r for r in records if r.match_key == b"k3" and r.problem is None]
+    assert control.live == [sub]
+    assert [e.data for e in sink.events() if e.has_data] == [r.value.decode() for r in wanted if r.value]
+    assert asked == wanted
+    tally = state.tally("")
+    assert (tally.delivered, tally.undecodable, tally.filtered) == (len(wanted), 1, len(records) - len(wanted) - 1)
+
+
+async def test_every_id_of_a_catch_up_on_a_key_resumes_with_nothing_lost_or_repeated() -> None:
+    records = keyed_log(600)
+    state = keyed_state(records)
+    _, sink, _ = await keyed_catch_up(state, {0: 0, 1: 0, 2: 0})
+    events = [e for e in sink.events() if e.has_data]
+    wanted = [r.value.decode() for r in records if r.match_key == b"k3" and r.value and r.problem is None]
+    assert [e.data for e in events] == wanted
+    for n, event in enumerate(events):
+        _, again, control = await keyed_catch_up(state, progress_decode(event.id))
+        assert [e.data for e in again.events() if e.has_data] == wanted[n + 1 :]
+        assert len(control.live) == 1
