@@ -53,7 +53,7 @@ LOADED_WAIT_MS = 10
 # (rounded down to WAIT_STEPS_MS, between the short wait and the quiet one): a record then costs the
 # broker at most about SPARSE_FETCHES empty fetches (2.5 times that where the rounding takes most) and
 # waits at most the wait, instead of a thousand 1 ms fetches a second between records at 1 msg/s.
-# 1 msg/s: 50 ms (20 fetches a record); 10 msg/s: 5 ms; 50 msg/s and more: the short wait.
+# 1 msg/s: 50 ms (20 fetches a record); 10 msg/s: 5 ms; 32 msg/s and more: the short wait.
 SPARSE_FETCHES = 16
 # Fetches with records, in a row, whose gaps must all be long before the wait lengthens: the shortest
 # of their gaps counts, so one fetch that finds records close together brings the short wait back at once.
