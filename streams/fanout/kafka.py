@@ -333,7 +333,7 @@ class LiveFetcher:
     def _run(self) -> None:
         consumer = self._consumer
         noted = 0.0
-        self._wait.when_records(time.monotonic())  # the quiet clock starts now
+        self._wait.when_started(time.monotonic())  # the quiet clock starts now
         try:
             while not self._stopping.is_set():
                 now = time.monotonic()

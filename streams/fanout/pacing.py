@@ -8,8 +8,9 @@ latency against work per delivery, and neither has one right value:
   saves empty round trips. Some brokers (tansu, the embedded broker) hold it to the end
   whatever arrives: a record then waits half the setting on average. There the wait
   follows what is measured now (:class:`FetchWait`): short while records come a few at a
-  time, longer under load, longer still while the broker is slow to answer, long while
-  the topic is quiet; nothing from earlier load is kept.
+  time and close together, a fraction of the gap between records while they come far apart,
+  longer under load, longer still while the broker is slow to answer, long while the topic is
+  quiet; nothing from earlier load is kept.
 - the linger: after a record, how long to wait for more before writing to the streams.
   Batching is what keeps the cost per delivery low under load (one write per stream per
   batch), but when records come one at a time it is only delay. :class:`Linger` sends at
@@ -48,6 +49,15 @@ QUIET_SECONDS = 2.0
 # against 28-55 ms at 20, and the peak at 100 clients was the same (2.38 against 2.35 million
 # deliveries/s; see docs/benchmarks.md).
 LOADED_WAIT_MS = 10
+# A topic whose records come far apart fetches with at most 1 / SPARSE_FETCHES of the gap between them
+# (rounded down to WAIT_STEPS_MS, between the short wait and the quiet one): a record then costs the
+# broker at most about SPARSE_FETCHES empty fetches (2.5 times that where the rounding takes most) and
+# waits at most the wait, instead of a thousand 1 ms fetches a second between records at 1 msg/s.
+# 1 msg/s: 50 ms (20 fetches a record); 10 msg/s: 5 ms; 32 msg/s and more: the short wait.
+SPARSE_FETCHES = 16
+# Fetches with records, in a row, whose gaps must all be long before the wait lengthens: the shortest
+# of their gaps counts, so one fetch that finds records close together brings the short wait back at once.
+SPARSE_POLLS = 3
 # Fetches in a row that must bring many (or few) records before the topic counts as loaded (or not).
 STREAK_FETCHES = 20
 # Records the fetch may fall behind the log's end before the topic counts as loaded, whatever
@@ -107,10 +117,14 @@ class FetchWait:
     On a broker that holds fetches the wait is the longest of:
 
     - the pace of the traffic: ``busy_ms`` (short) while records come a few at a time, so each
-      waits little; :data:`LOADED_WAIT_MS` once :data:`STREAK_FETCHES` fetches in a row brought
-      many, or the fetch is :data:`BEHIND_RECORDS` behind the log's end (at thousands of records
-      a second, round trips every couple of milliseconds cost the broker more than they save:
-      the batches are large anyway); back to ``busy_ms`` after as many fetches in a row brought few;
+      waits little; while they come far apart, a fraction of the gap between them
+      (:func:`sparse_wait_ms`: the shortest gap of the last :data:`SPARSE_POLLS` fetches that
+      brought records), so that a record costs a bounded number of empty fetches, and at once
+      the short wait again when a fetch finds records closer; :data:`LOADED_WAIT_MS` once
+      :data:`STREAK_FETCHES` fetches in a row brought many, or the fetch is :data:`BEHIND_RECORDS`
+      behind the log's end (at thousands of records a second, round trips every couple of
+      milliseconds cost the broker more than they save: the batches are large anyway); back to
+      ``busy_ms`` after as many fetches in a row brought few;
       :data:`ANSWERING_WAIT_MS` once the topic is quiet, back at its next record;
     - the broker's pace (``floor_ms``): a broker slow to answer (measured round trips less the
       wait, :meth:`when_measured`) gets :data:`SLOW_FACTOR` times its answer time as a wait, so
@@ -132,6 +146,7 @@ class FetchWait:
         "current_ms",
         "easing",
         "floor_ms",
+        "gaps",
         "heavy",
         "last_record",
         "light",
@@ -139,6 +154,7 @@ class FetchWait:
         "loaded_ms",
         "quiet",
         "quiet_ms",
+        "sparse_ms",
     )
 
     def __init__(self, busy_ms: int) -> None:
@@ -148,6 +164,8 @@ class FetchWait:
         self.adaptive = self.quiet_ms != busy_ms  # a broker that answers early keeps one long wait
         self.current_ms = busy_ms
         self.last_record = 0.0
+        self.gaps: tuple[float, ...] = ()  # seconds between records, from the last SPARSE_POLLS fetches with records
+        self.sparse_ms = busy_ms  # the wait those gaps call for
         self.heavy = 0  # fetches in a row that brought many records
         self.light = 0  # fetches in a row that brought a few
         self.loaded = False
@@ -168,7 +186,7 @@ class FetchWait:
             return self.current_ms
         if self.quiet:
             return self.quiet_ms
-        pace = self.loaded_ms if self.loaded else self.busy_ms
+        pace = self.loaded_ms if self.loaded else self.sparse_ms
         return min(self.quiet_ms, max(pace, self.floor_ms))
 
     def _change(self, now: float, at_once: bool = False) -> int | None:
@@ -187,11 +205,26 @@ class FetchWait:
             return self._change(now, at_once=True)
         return self._change(now) if self.adaptive else None
 
-    def when_records(self, now: float, records: int = 1) -> int | None:
-        """A fetch brought ``records``: the wait the topic's traffic calls for, if it changed."""
+    def when_started(self, now: float) -> None:
+        """The fetch starts: the quiet clock and the gap to the first record start now."""
         self.last_record = now
-        if not self.adaptive:
+
+    def when_records(self, now: float, records: int = 1) -> int | None:
+        """A fetch brought ``records``: the wait the topic's traffic calls for, if it changed.
+
+        Records that come closer than before bring a shorter wait at once; the rest waits for
+        :data:`CHANGE_SECONDS` after the last change.
+        """
+        since, self.last_record = now - self.last_record, now
+        if not self.adaptive or records < 1:
             return None
+        if records > 1:  # they came within one wait: that bounds their gap, whatever came before
+            since = min(since, self.current_ms / 1000)
+        self.gaps = (*self.gaps, since / records)[-SPARSE_POLLS:]
+        sparse = self.busy_ms
+        if len(self.gaps) == SPARSE_POLLS:
+            sparse = sparse_wait_ms(min(self.gaps), self.busy_ms, self.quiet_ms)
+        closer, self.sparse_ms = sparse < self.sparse_ms, sparse
         if records >= BUSY_RECORDS:
             self.heavy, self.light = self.heavy + 1, 0
         else:
@@ -203,7 +236,7 @@ class FetchWait:
             self.loaded = True
         elif self.light >= STREAK_FETCHES and self.behind < BEHIND_RECORDS:
             self.loaded = False
-        return self._change(now)
+        return self._change(now, at_once=closer and self.wanted_ms() < self.current_ms)
 
     def when_measured(self, now: float, behind: int, answer_ms: float | None = None) -> int | None:
         """The fetch is ``behind`` records from the log's end, and the broker answers in ``answer_ms`` (None: unknown).
@@ -225,6 +258,13 @@ class FetchWait:
                 if self.easing >= EASE_MEASUREMENTS:
                     self.floor_ms, self.easing = floor, 0
         return self._change(now)
+
+
+def sparse_wait_ms(gap_seconds: float, busy_ms: int, quiet_ms: int) -> int:
+    """The wait for records ``gap_seconds`` apart: the longest step within 1 / SPARSE_FETCHES of the gap, in bounds."""
+    most = gap_seconds * 1000 / SPARSE_FETCHES
+    step = max((step for step in WAIT_STEPS_MS if step <= most), default=busy_ms)
+    return min(quiet_ms, max(busy_ms, step))
 
 
 def slow_broker_wait_ms(answer_ms: float) -> int:

@@ -499,10 +499,10 @@ def test_fetch_wait_lengthens_when_the_fetch_falls_behind() -> None:
     wait = FetchWait(2)
     assert wait.when_measured(0.0, BEHIND_RECORDS - 1) is None
     assert wait.when_measured(0.0, BEHIND_RECORDS) == LOADED_WAIT_MS
-    now = CHANGE_SECONDS
-    assert [wait.when_records(now + n, 1) for n in range(STREAK_FETCHES)] == [None] * STREAK_FETCHES  # still behind
-    wait.when_measured(now + STREAK_FETCHES, 0)
-    changes = [wait.when_records(now + STREAK_FETCHES + n, 1) for n in range(STREAK_FETCHES)]
+    now = CHANGE_SECONDS  # records 10 ms apart: the short wait while not behind
+    assert [wait.when_records(now + n / 100, 1) for n in range(STREAK_FETCHES)] == [None] * STREAK_FETCHES  # behind
+    wait.when_measured(now + 1, 0)
+    changes = [wait.when_records(now + 1 + n / 100, 1) for n in range(STREAK_FETCHES)]
     assert changes[0] == 2  # caught up, and the fetches brought few: the short wait again, as it was
     assert wait.busy_ms == 2
     assert FetchWait(100).when_measured(0.0, 10_000, 500.0) is None  # a broker that answers early keeps its wait
