@@ -7,7 +7,8 @@ event loop in a storm of stream requests (docs/benchmarks.md, "Admissions per se
 the head in one call of ``httptools`` (llhttp), checks it as Twisted's reader would, and gives
 the channel the request exactly as that reader does: the request object, its headers, then
 ``allHeadersReceived`` and ``allContentReceived``. The request then runs as any other (daphne's
-``WebRequest``, the stream app, :class:`~streams.server.flow.RequestFlow`).
+request, here :class:`~streams.server.head_request.HeadRequest`, the stream app,
+:class:`~streams.server.flow.RequestFlow`).
 
 Everything else goes to Twisted's own reader unchanged, byte for byte from the start of the
 request: a request with a body (``Content-Length``, ``Transfer-Encoding``), an upgrade
@@ -25,6 +26,8 @@ from typing import Any
 import httptools
 from twisted.web import http
 from twisted.web.iweb import INonQueuedRequestFactory
+
+from streams.server.head_request import HeadRequest
 
 HEAD_END = b"\r\n\r\n"
 # Twisted's request-target check (``_parseRequestLine``): printable ASCII, and bytes up to 176.
@@ -81,6 +84,9 @@ class HeadChannel(http.HTTPChannel):
     """Twisted's HTTP/1.x channel, reading a whole request head in one parse when it can."""
 
     _head_pending = b""
+    # The request class for heads read here (Twisted's reader uses ``requestFactory``): given
+    # ``whole_head = True``, it may start without what a body or an upgrade needs (``head_request``).
+    whole_head_request: Any = None
 
     def dataReceived(self, data: bytes) -> None:
         pending = self._head_pending
@@ -129,8 +135,9 @@ class HeadChannel(http.HTTPChannel):
 
     def _request_start(self, method: bytes, target: bytes, version: bytes, headers: list[tuple[bytes, bytes]]) -> None:
         """What Twisted's reader does on a head's first line, its headers and its blank line."""
-        factory = self.requestFactory
+        factory: Any = self.whole_head_request or self.requestFactory
         request = factory(self) if INonQueuedRequestFactory.providedBy(factory) else factory(self, len(self.requests))
+        request.whole_head = True
         self.requests.append(request)
         add = request.requestHeaders.addRawHeader
         for name, value in headers:
@@ -144,4 +151,6 @@ class HeadChannel(http.HTTPChannel):
 
 def head_channel_protocol() -> Any:
     """``HTTPFactory.protocol``: Twisted's connection protocol (HTTP/2 after ALPN) over a :class:`HeadChannel`."""
-    return http._GenericHTTPChannelProtocol(HeadChannel())
+    channel = HeadChannel()
+    channel.whole_head_request = HeadRequest
+    return http._GenericHTTPChannelProtocol(channel)
