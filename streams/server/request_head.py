@@ -1,6 +1,6 @@
 """HTTP/1.x request heads read whole with ``httptools`` instead of a line at a time.
 
-Twisted's :class:`~twisted.web.http.HTTPChannel` reads a request through ``LineReceiver``: a
+Twisted's :class:`~twisted.web.HTTPChannel` reads a request through ``LineReceiver``: a
 method call per line, a split, a name check and a strip per header, about a tenth of a worker's
 event loop in a storm of stream requests (docs/benchmarks.md, "Admissions per second").
 :class:`HeadChannel` holds the bytes of a request head until its blank line has arrived, parses
@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import httptools
-from twisted.web import http
+from twisted.web.http import HTTPChannel, _GenericHTTPChannelProtocol
 from twisted.web.iweb import INonQueuedRequestFactory
 
 from streams.server.head_request import HeadRequest
@@ -80,7 +80,7 @@ def head_parse(head: bytes) -> tuple[bytes, bytes, bytes, list[tuple[bytes, byte
     return parser.get_method(), target, version, parsed.headers
 
 
-class HeadChannel(http.HTTPChannel):
+class HeadChannel(HTTPChannel):
     """Twisted's HTTP/1.x channel, reading a whole request head in one parse when it can."""
 
     _head_pending = b""
@@ -94,21 +94,21 @@ class HeadChannel(http.HTTPChannel):
             data = pending + data
             self._head_pending = b""
         elif not self._head_ready():
-            http.HTTPChannel.dataReceived(self, data)
+            HTTPChannel.dataReceived(self, data)
             return
         self.resetTimeout()
         while True:
             end = data.find(HEAD_END)
             if end < 0:
                 if len(data) > self.totalHeadersSize:
-                    http.HTTPChannel.dataReceived(self, data)  # Twisted refuses it
+                    HTTPChannel.dataReceived(self, data)  # Twisted refuses it
                 else:
                     self._head_pending = data  # the rest of the head is on its way
                 return
             head, data = data[: end + 4], data[end + 4 :]
             request = head_parse(head) if len(head) <= self.totalHeadersSize else None
             if request is None or len(request[3]) > self.maxHeaders:
-                http.HTTPChannel.dataReceived(self, head + data)
+                HTTPChannel.dataReceived(self, head + data)
                 return
             self._request_start(*request)
             if not data:
@@ -116,7 +116,7 @@ class HeadChannel(http.HTTPChannel):
             if not self._head_ready():
                 # A pipelined request: Twisted buffers it while this one is handled (its raw mode)
                 # and gives it back here once the response ends (``requestDone`` -> ``setLineMode``).
-                http.HTTPChannel.dataReceived(self, data)
+                HTTPChannel.dataReceived(self, data)
                 return
 
     def _head_ready(self) -> bool:
@@ -153,4 +153,4 @@ def head_channel_protocol() -> Any:
     """``HTTPFactory.protocol``: Twisted's connection protocol (HTTP/2 after ALPN) over a :class:`HeadChannel`."""
     channel = HeadChannel()
     channel.whole_head_request = HeadRequest
-    return http._GenericHTTPChannelProtocol(channel)
+    return _GenericHTTPChannelProtocol(channel)
