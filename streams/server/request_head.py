@@ -61,9 +61,11 @@ class ParsedHead:
 def head_parse(head: bytes) -> tuple[bytes, bytes, bytes, list[tuple[bytes, bytes]]] | None:
     """``(method, target, version, headers)`` of a whole request head without a body, or None.
 
-    None for anything Twisted's reader should see instead: a parse error, an upgrade, a body,
+    None for anything Twisted's reader should see instead: a parse error, a bare CR or LF, an upgrade, a body,
     a version other than HTTP/1.0 or 1.1, a target or a header value Twisted would refuse.
     """
+    if head.count(b"\n") != head.count(b"\r\n") or head.count(b"\r") != head.count(b"\r\n"):
+        return None  # a bare CR or LF: llhttp may end a line there, Twisted does not
     parsed = ParsedHead()
     parser = httptools.HttpRequestParser(parsed)
     try:

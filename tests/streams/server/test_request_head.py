@@ -125,6 +125,8 @@ def test_a_request_with_a_body_is_read_by_twisted() -> None:
         b"GET /\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n",
         b"G\x01T /a HTTP/1.1\r\n\r\n",
         b"GET /a HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
+        b"GET /a HTTP/1.1\r\nHost: x\nX-B: y\r\n\r\n",  # a bare LF inside a value, to Twisted
+        b"GET /a HTTP/1.1\r\nHost: x\rX-B: y\r\n\r\n",
     ],
 )
 def test_a_malformed_head_gets_twisteds_answer(head: bytes) -> None:
