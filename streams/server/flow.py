@@ -60,11 +60,28 @@ except ImportError:  # pragma: no cover - the extra is in requirements.txt
     H2_STREAM = None
 
 
+# Bytes of a stream's first writes held to go with its head; more are sent at once (a catch-up
+# from the cache is written in one pass: past this, the socket and Twisted's buffer take the rest,
+# and Twisted's flow control pauses it as before).
+HELD_BYTES_MAX = 32 * 1024
+
+
 @implementer(IPushProducer)
 class RequestFlow:
     """Direct, flow-controlled writes to one daphne request."""
 
-    __slots__ = ("request", "paused", "paused_bytes", "_registered", "_resumed", "_stopped", "_direct", "_encoder")
+    __slots__ = (
+        "request",
+        "paused",
+        "paused_bytes",
+        "_registered",
+        "_resumed",
+        "_stopped",
+        "_direct",
+        "_encoder",
+        "_held",
+        "_held_bytes",
+    )
 
     def __init__(self, request: Request) -> None:
         self.request = request
@@ -76,6 +93,9 @@ class RequestFlow:
         # The plain TCP transport of a chunked HTTP/1.1 response, once headers are out (see _send).
         self._direct: TcpServer | None = None
         self._encoder: Encoder | None = None
+        # A chunked response's head and what follows it soon, sent together (see _head_send).
+        self._held: list[bytes] | None = None
+        self._held_bytes = 0
 
     def compress(self, encoder: Encoder) -> None:
         """Compress (and flush) everything written from now on with ``encoder``."""
@@ -107,7 +127,10 @@ class RequestFlow:
                 request_trim(request, transport)
         elif data and not request._disconnected:
             request.sentLength += len(data)
-            self._send(direct, http_chunk(data))
+            if self._held is not None:
+                self._hold(http_chunk(data))
+            else:
+                self._send(direct, http_chunk(data))
         return True
 
     def write_shared(self, frames: SharedFrames) -> None:
@@ -124,7 +147,10 @@ class RequestFlow:
         if request.finished or request._disconnected:
             return  # gone: as in write
         request.sentLength += len(frames.data)
-        self._send(transport, frames.chunk)
+        if self._held is not None:
+            self._hold(frames.chunk)
+        else:
+            self._send(transport, frames.chunk)
 
     def _head_send(self, request: Request, transport: TcpServer, data: bytes) -> None:
         """Twisted's head and first chunk, collected and sent at once like any other write.
@@ -139,8 +165,33 @@ class RequestFlow:
             Request.write(request, data)
         finally:
             channel.transport = transport
-        if head.parts:
+        if not head.parts:
+            return
+        if not request.chunked:
             self._send(transport, b"".join(head.parts))
+            return
+        # A stream's head waits two loop passes: what it is written meanwhile (the catch-up from the
+        # cache, in the task its subscription started in the same pass) leaves in the same send.
+        self._held = head.parts
+        self._held_bytes = sum(map(len, head.parts))
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self._held_send)
+
+    def _hold(self, chunk: bytes) -> None:
+        """Add ``chunk`` to what waits with the head; all of it goes at once past :data:`HELD_BYTES_MAX`."""
+        assert self._held is not None
+        self._held.append(chunk)
+        self._held_bytes += len(chunk)
+        if self._held_bytes > HELD_BYTES_MAX:
+            self._held_send()
+
+    def _held_send(self) -> None:
+        """Send the head and what waited with it (nothing if the client went or it was sent)."""
+        held, self._held = self._held, None
+        transport = self._direct
+        if held is None or transport is None or self._stopped or self.request._disconnected:
+            return
+        self._send(transport, b"".join(held))
 
     @staticmethod
     def _send(transport: TcpServer, chunk: bytes) -> None:
@@ -224,11 +275,13 @@ class RequestFlow:
             encoder, self._encoder = self._encoder, None
             if encoder is not None:
                 self.write(encoder.finish())
+            self._held_send()
             request.finish()
 
     def abort(self) -> None:
         """Drop the client now: TCP reset on HTTP/1.x, RST_STREAM on HTTP/2."""
         self._stopped = True
+        self._held = None
         self._wake()
         channel: Any = self.request.channel
         if channel is None:
