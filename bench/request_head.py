@@ -31,7 +31,6 @@ from daphne.http_protocol import WebRequest
 from twisted.internet.testing import StringTransport
 from twisted.web.http import HTTPChannel
 
-from streams.server.head_request import HeadRequest
 from streams.server.request_head import HeadChannel
 
 TOKEN = "eyJhbGciOiJFUzI1NiIsImtpZCI6InMxIiwidHlwIjoiSldUIn0." + "e" * 120 + "." + "s" * 86
@@ -73,7 +72,6 @@ def twisted_daphne() -> Any:
 def head_whole() -> Any:
     channel = HeadChannel()
     channel.requestFactory = WebRequest
-    channel.whole_head_request = HeadRequest
     return channel
 
 

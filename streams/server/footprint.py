@@ -16,7 +16,8 @@ from twisted.web.http_headers import Headers
 # Request attributes read by neither Twisted nor daphne once the head is out: the cookies and
 # form arguments parsed from the request, its body (a BytesIO; Twisted treats an absent one as
 # None), daphne's parts of the ASGI scope (the scope holds its own references) and the server's
-# address. ``args`` and ``content`` fall back to their class's None.
+# address, and whether the head was read whole (``streams.server.head_request``). ``args`` and
+# ``content`` fall back to their class's None.
 REQUEST_DROPPED = (
     "received_cookies",
     "cookies",
@@ -29,6 +30,7 @@ REQUEST_DROPPED = (
     "root_path",
     "client_scheme",
     "clean_headers",
+    "whole_head",
 )
 
 

@@ -88,7 +88,8 @@ class HeadChannel(HTTPChannel):
     _head_pending = b""
     # The request class for heads read here (Twisted's reader uses ``requestFactory``): given
     # ``whole_head = True``, it may start without what a body or an upgrade needs (``head_request``).
-    whole_head_request: Any = None
+    # A class attribute: every open stream's channel is kept, and an instance entry would cost each.
+    whole_head_request: Any = HeadRequest
 
     def dataReceived(self, data: bytes) -> None:
         pending = self._head_pending
@@ -153,6 +154,4 @@ class HeadChannel(HTTPChannel):
 
 def head_channel_protocol() -> Any:
     """``HTTPFactory.protocol``: Twisted's connection protocol (HTTP/2 after ALPN) over a :class:`HeadChannel`."""
-    channel = HeadChannel()
-    channel.whole_head_request = HeadRequest
-    return _GenericHTTPChannelProtocol(channel)
+    return _GenericHTTPChannelProtocol(HeadChannel())

@@ -41,6 +41,7 @@ def channel(kind: type[http.HTTPChannel], *, answer: bool) -> tuple[Any, StringT
     recorder = type("R", (Recorder,), {"seen": seen, "answer": answer})
     protocol = kind()
     protocol.requestFactory = recorder
+    protocol.whole_head_request = None  # the recorder for every request, as Twisted's reader uses
     protocol.timeOut = None
     transport = StringTransport()
     protocol.makeConnection(transport)
