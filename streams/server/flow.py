@@ -46,7 +46,6 @@ from streams.fanout.sinks import SharedFrames, http_chunk
 from streams.server.footprint import request_trim
 from streams.server.inputs import InputQueue
 from streams.server.reaping import EventReaping
-from streams.server.request_head import head_channel_protocol
 
 logger = logging.getLogger("sluice.streams")
 # Twisted's names are imported from twisted.web.http (``Request``), not looked up on the module:
@@ -359,25 +358,12 @@ ASGI_VERSION = {"version": "3.0"}
 class FlowServer(EventReaping, Server):
     """daphne's server, adding :class:`RequestFlow` to every HTTP scope, its connections reaped on events.
 
-    Its HTTP/1.x connections read each request head in one parse (:mod:`streams.server.request_head`).
-
     With :meth:`adopt_socket` it serves an inherited listening socket instead of
     its endpoints (the worker processes of ``runstreams --workers``).
     """
 
     _adopted_fd: int | None = None
     _tls: tuple[str, int, Any] | None = None
-    _http_factory: Any = None
-
-    @property
-    def http_factory(self) -> Any:
-        return self._http_factory
-
-    @http_factory.setter
-    def http_factory(self, factory: Any) -> None:
-        """daphne's factory (made in ``run``), its HTTP/1.x connections reading heads whole (``request_head``)."""
-        factory.protocol = head_channel_protocol
-        self._http_factory = factory
 
     def adopt_socket(self, fd: int) -> None:
         self._adopted_fd = fd

@@ -16,8 +16,7 @@ from twisted.web.http_headers import Headers
 # Request attributes read by neither Twisted nor daphne once the head is out: the cookies and
 # form arguments parsed from the request, its body (a BytesIO; Twisted treats an absent one as
 # None), daphne's parts of the ASGI scope (the scope holds its own references) and the server's
-# address, and whether the head was read whole (``streams.server.head_request``). ``args`` and
-# ``content`` fall back to their class's None.
+# address. ``args`` and ``content`` fall back to their class's None.
 REQUEST_DROPPED = (
     "received_cookies",
     "cookies",
@@ -30,7 +29,6 @@ REQUEST_DROPPED = (
     "root_path",
     "client_scheme",
     "clean_headers",
-    "whole_head",
 )
 
 
