@@ -14,6 +14,9 @@ registers the socket with epoll for writing and unregisters it once drained:
 two ``epoll_ctl`` calls and a loop hop per write, which at 1000 clients was
 most of the gateway's CPU (docs/benchmarks.md).
 
+A stream's head waits two loop passes for what the stream is written meanwhile (a resume's
+catch-up from the cache), up to :data:`HELD_BYTES_MAX`, and all of it leaves in one ``send``.
+
 A compressed stream (``Content-Encoding: br`` or ``gzip``) hands its flow an
 encoder with :meth:`RequestFlow.compress`: every write is compressed and flushed
 where it reaches the socket, so each event or heartbeat leaves whole. A plain
@@ -155,7 +158,10 @@ class RequestFlow:
         """Twisted's head and first chunk, collected and sent at once like any other write.
 
         Twisted queues the head and has the loop watch the socket for writing until it is out: two
-        ``epoll_ctl`` calls and a loop pass for every stream opened.
+        ``epoll_ctl`` calls and a loop pass for every stream opened. A stream's (a chunked response's)
+        goes two loop passes later, with what it was written meanwhile: a resume's catch-up from the
+        cache runs in the task its subscription started in the same pass, and leaves in the same
+        ``send`` instead of a second one.
         """
         channel: Any = request.channel
         head = HeadCollector()
