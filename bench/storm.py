@@ -17,6 +17,7 @@ some 28,000 ephemeral ports. A gateway worker holds one descriptor per stream, s
     python bench/storm.py --clients 20000 --workers 2 --processes 4   # the full-scale target
     python bench/storm.py --clients 5000 --alg RS256                  # tokens of another algorithm
     python bench/storm.py --clients 5000 --profile /tmp/storm.txt     # py-spy of the worker(s), the storm only
+    python bench/storm.py --clients 5000 --profile /tmp/storm.txt --native   # with C frames (OpenSSL, the kernel calls)
 
 The load average before the run is printed with the figures: on a loaded machine they are a floor.
 """
@@ -89,10 +90,10 @@ def thread_cpu(pids: list[int]) -> dict[str, float]:
     return out
 
 
-def profiler_start(pids: list[int], path: Path) -> subprocess.Popen[bytes]:
-    """py-spy on the serving processes (raw collapsed stacks) until SIGINT."""
+def profiler_start(pids: list[int], path: Path, native: bool) -> subprocess.Popen[bytes]:
+    """py-spy on the serving processes (raw collapsed stacks; ``native``: with C frames) until SIGINT."""
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
-    command = [spy, "record", "--rate", "250", "--format", "raw", "-o", str(path)]
+    command = [spy, "record", "--rate", "250", "--format", "raw", "-o", str(path), *(["--native"] if native else [])]
     command += ["--subprocesses", "-p", str(pids[0])]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # py-spy attaches
@@ -117,7 +118,7 @@ async def storm(args: argparse.Namespace, gateway: Gateway, produce: object, pem
     print(f"first opens: {args.clients} in {time.monotonic() - opening:.1f} s", file=sys.stderr)
     produce(args.before, args.backlog)
     pids = gateway.pids()
-    profiler = profiler_start(pids, args.profile) if args.profile else None
+    profiler = profiler_start(pids, args.profile, args.native) if args.profile else None
     cpu0 = tree_cpu_seconds(pids)
     threads0 = thread_cpu(pids)
     started = time.monotonic()
@@ -170,6 +171,7 @@ def main() -> None:
     parser.add_argument("--admissions-per-second", type=float, default=0.0, help="SLUICE_ADMISSIONS_PER_SECOND")
     parser.add_argument("--loop", default="asyncio", help="SLUICE_EVENT_LOOP of the gateway: asyncio or uvloop")
     parser.add_argument("--profile", type=Path, help="py-spy the worker(s) during the storm into this file")
+    parser.add_argument("--native", action="store_true", help="with --profile: C frames too (py-spy --native)")
     args = parser.parse_args()
     args.processes = args.processes or max(1, -(-args.clients // 5000))
     fd_limit_raise(1024)

@@ -139,7 +139,9 @@ def route_table_build() -> RouteTable:
 class Refreshed(Generic[T]):
     """A value read by ``load`` (a database read in a thread) and reused for ``ROUTE_CACHE_SECONDS``.
 
-    Callers that find it stale while a read is under way wait for that read
+    For one more ``ROUTE_CACHE_SECONDS`` after that it is still served at once while
+    a read in the background renews it; older than that, callers wait for a read,
+    and callers that find it so while a read is under way wait for that read
     rather than starting their own. ``invalidate`` drops the value and any read
     under way (a read that began before a change must not be kept after it).
     With a cache time of 0 every call reads.
@@ -162,8 +164,15 @@ class Refreshed(Generic[T]):
     async def get(self) -> T:
         seconds = streams_settings.ROUTE_CACHE_SECONDS
         value = self._value
-        if value is not None and time.monotonic() - value[0] < seconds:
-            return value[1]
+        if value is not None:
+            age = time.monotonic() - value[0]
+            if age < seconds:
+                return value[1]
+            if age < 2 * seconds and self._failed_at is None:
+                # Stale by less than the cache time: served at once, and one read in the background
+                # renews it. A storm of opens does not wait on a read (a thread) once a cache time.
+                self._reading_start()
+                return value[1]
         if self._failed_at is not None:
             return await self._while_away(self._failed_at)
         if seconds <= 0:

@@ -14,6 +14,9 @@ registers the socket with epoll for writing and unregisters it once drained:
 two ``epoll_ctl`` calls and a loop hop per write, which at 1000 clients was
 most of the gateway's CPU (docs/benchmarks.md).
 
+A stream's head waits two loop passes for what the stream is written meanwhile (a resume's
+catch-up from the cache), up to :data:`HELD_BYTES_MAX`, and all of it leaves in one ``send``.
+
 A compressed stream (``Content-Encoding: br`` or ``gzip``) hands its flow an
 encoder with :meth:`RequestFlow.compress`: every write is compressed and flushed
 where it reaches the socket, so each event or heartbeat leaves whole. A plain
@@ -37,7 +40,7 @@ from twisted.internet import reactor  # daphne installed the asyncio reactor alr
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.tcp import Server as TcpServer
 from twisted.python.failure import Failure
-from twisted.web import http
+from twisted.web.http import Request
 from zope.interface import implementer
 
 from streams.core.compression import Encoder
@@ -48,6 +51,8 @@ from streams.server.inputs import InputQueue
 from streams.server.reaping import EventReaping
 
 logger = logging.getLogger("sluice.streams")
+# Twisted's names are imported from twisted.web.http (``Request``), not looked up on the module:
+# Twisted wraps it in a deprecation proxy whose attribute look-up runs Python (about 1 µs) each time.
 
 try:  # HTTP/2 needs twisted[http2]; without it every request is HTTP/1.x.
     from twisted.web._http2 import H2Stream as _H2Stream
@@ -57,13 +62,30 @@ except ImportError:  # pragma: no cover - the extra is in requirements.txt
     H2_STREAM = None
 
 
+# Bytes of a stream's first writes held to go with its head; more are sent at once (a catch-up
+# from the cache is written in one pass: past this, the socket and Twisted's buffer take the rest,
+# and Twisted's flow control pauses it as before).
+HELD_BYTES_MAX = 32 * 1024
+
+
 @implementer(IPushProducer)
 class RequestFlow:
     """Direct, flow-controlled writes to one daphne request."""
 
-    __slots__ = ("request", "paused", "paused_bytes", "_registered", "_resumed", "_stopped", "_direct", "_encoder")
+    __slots__ = (
+        "request",
+        "paused",
+        "paused_bytes",
+        "_registered",
+        "_resumed",
+        "_stopped",
+        "_direct",
+        "_encoder",
+        "_held",
+        "_held_bytes",
+    )
 
-    def __init__(self, request: http.Request) -> None:
+    def __init__(self, request: Request) -> None:
         self.request = request
         self.paused = False
         self.paused_bytes = 0
@@ -73,6 +95,9 @@ class RequestFlow:
         # The plain TCP transport of a chunked HTTP/1.1 response, once headers are out (see _send).
         self._direct: TcpServer | None = None
         self._encoder: Encoder | None = None
+        # A chunked response's head and what follows it soon, sent together (see _head_send).
+        self._held: list[bytes] | None = None
+        self._held_bytes = 0
 
     def compress(self, encoder: Encoder) -> None:
         """Compress (and flush) everything written from now on with ``encoder``."""
@@ -97,14 +122,17 @@ class RequestFlow:
             if type(transport) is TcpServer and not request.startedWriting and _idle(transport):
                 self._head_send(request, transport, data)
             else:
-                http.Request.write(request, data)
+                Request.write(request, data)
             if request.chunked and request.startedWriting and type(transport) is TcpServer:
                 self._direct = transport
                 # The head is out: what only reading the request and writing the head needed goes.
                 request_trim(request, transport)
         elif data and not request._disconnected:
             request.sentLength += len(data)
-            self._send(direct, http_chunk(data))
+            if self._held is not None:
+                self._hold(http_chunk(data))
+            else:
+                self._send(direct, http_chunk(data))
         return True
 
     def write_shared(self, frames: SharedFrames) -> None:
@@ -121,23 +149,54 @@ class RequestFlow:
         if request.finished or request._disconnected:
             return  # gone: as in write
         request.sentLength += len(frames.data)
-        self._send(transport, frames.chunk)
+        if self._held is not None:
+            self._hold(frames.chunk)
+        else:
+            self._send(transport, frames.chunk)
 
-    def _head_send(self, request: http.Request, transport: TcpServer, data: bytes) -> None:
+    def _head_send(self, request: Request, transport: TcpServer, data: bytes) -> None:
         """Twisted's head and first chunk, collected and sent at once like any other write.
 
         Twisted queues the head and has the loop watch the socket for writing until it is out: two
-        ``epoll_ctl`` calls and a loop pass for every stream opened.
+        ``epoll_ctl`` calls and a loop pass for every stream opened. A stream's (a chunked response's)
+        goes two loop passes later, with what it was written meanwhile: a resume's catch-up from the
+        cache runs in the task its subscription started in the same pass, and leaves in the same
+        ``send`` instead of a second one.
         """
         channel: Any = request.channel
         head = HeadCollector()
         channel.transport = head
         try:
-            http.Request.write(request, data)
+            Request.write(request, data)
         finally:
             channel.transport = transport
-        if head.parts:
+        if not head.parts:
+            return
+        if not request.chunked:
             self._send(transport, b"".join(head.parts))
+            return
+        # A stream's head waits two loop passes: what it is written meanwhile (the catch-up from the
+        # cache, in the task its subscription started in the same pass) leaves in the same send.
+        self._held = head.parts
+        self._held_bytes = sum(map(len, head.parts))
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self._held_send)
+
+    def _hold(self, chunk: bytes) -> None:
+        """Add ``chunk`` to what waits with the head; all of it goes at once past :data:`HELD_BYTES_MAX`."""
+        assert self._held is not None
+        self._held.append(chunk)
+        self._held_bytes += len(chunk)
+        if self._held_bytes > HELD_BYTES_MAX:
+            self._held_send()
+
+    def _held_send(self) -> None:
+        """Send the head and what waited with it (nothing if the client went or it was sent)."""
+        held, self._held = self._held, None
+        transport = self._direct
+        if held is None or transport is None or self._stopped or self.request._disconnected:
+            return
+        self._send(transport, b"".join(held))
 
     @staticmethod
     def _send(transport: TcpServer, chunk: bytes) -> None:
@@ -221,11 +280,13 @@ class RequestFlow:
             encoder, self._encoder = self._encoder, None
             if encoder is not None:
                 self.write(encoder.finish())
+            self._held_send()
             request.finish()
 
     def abort(self) -> None:
         """Drop the client now: TCP reset on HTTP/1.x, RST_STREAM on HTTP/2."""
         self._stopped = True
+        self._held = None
         self._wake()
         channel: Any = self.request.channel
         if channel is None:
@@ -351,7 +412,7 @@ class FlowServer(EventReaping, Server):
 
     def create_application(self, protocol: Any, scope: dict[str, Any]) -> Any:
         """daphne's, with the request's :class:`RequestFlow` in the scope and an input queue made on demand."""
-        if scope.get("type") != "http" or not isinstance(protocol, http.Request):
+        if scope.get("type") != "http" or not isinstance(protocol, Request):
             queue = super().create_application(protocol, scope)
             self.application_watch(protocol)
             return queue

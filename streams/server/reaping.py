@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any, cast
 
 from twisted.internet import reactor  # daphne installed the asyncio reactor already
-from twisted.web import http
+from twisted.web.http import Request
 
 logger = logging.getLogger("daphne.server")
 
@@ -40,7 +40,7 @@ class EventReaping:
 
     def protocol_connected(self, protocol: Any) -> None:
         super().protocol_connected(protocol)  # type: ignore[misc]
-        if self.http_timeout or not isinstance(protocol, http.Request):
+        if self.http_timeout or not isinstance(protocol, Request):
             self._timed[protocol] = None
 
     def protocol_disconnected(self, protocol: Any) -> None:

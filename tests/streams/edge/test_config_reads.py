@@ -73,14 +73,46 @@ async def test_a_change_during_a_read_is_not_hidden_by_it(cache_seconds: Any) ->
     assert await cached.get() == 2  # read 1 was not kept
 
 
-async def test_a_cached_value_is_read_again_once_stale(cache_seconds: Any) -> None:
-    cache_seconds(0.05)
+class Clock:
+    """``time.monotonic`` of ``streams.selectors``, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr("streams.selectors.time", clock)
+    return clock
+
+
+async def test_a_cached_value_is_read_again_once_stale(cache_seconds: Any, clock: Clock) -> None:
+    cache_seconds(10)
     source = Source()
     cached = Refreshed(source.load)
     assert await cached.get() == 1
+    clock.now += 9
     assert await cached.get() == 1
-    await asyncio.sleep(0.06)
+    assert source.reads == 1
+    clock.now += 2  # stale by less than the cache time: served at once, read again in the background
+    source.release.clear()
+    assert await cached.get() == 1
+    await condition_wait_async(lambda: source.reads == 2, within=10, what="the read in the background")
+    assert await cached.get() == 1  # the read is under way: the value is still served
+    source.release.set()
+    await condition_wait_async(lambda: cached._reading is None, within=10, what="the read done")
     assert await cached.get() == 2
+    clock.now += 25  # stale by more than the cache time: the caller waits for the read
+    source.release.clear()
+    waiting = asyncio.ensure_future(cached.get())
+    await condition_wait_async(lambda: source.reads == 3, within=10, what="the read waited for")
+    assert not waiting.done()
+    source.release.set()
+    assert await waiting == 3
 
 
 async def test_with_no_cache_time_every_open_reads(cache_seconds: Any) -> None:
