@@ -210,9 +210,6 @@ class FetchWait:
 
         ``answer_ms`` is a fetch's round trip less the wait (the broker's own time). Its floor goes
         up at once, and down after :data:`EASE_MEASUREMENTS` measurements in a row asked for less.
-        A longer wait (the back-off) is taken at once, even within :data:`CHANGE_SECONDS` of the
-        last change: tansu cuts its listing of a partition at the fetch's wait, so a wait shorter
-        than the listing brings nothing until it lengthens. A shorter one waits its turn.
         """
         if not self.adaptive:
             return None
@@ -227,7 +224,7 @@ class FetchWait:
                 self.easing += 1
                 if self.easing >= EASE_MEASUREMENTS:
                     self.floor_ms, self.easing = floor, 0
-        return self._change(now, at_once=self.wanted_ms() > self.current_ms)
+        return self._change(now)
 
 
 def slow_broker_wait_ms(answer_ms: float) -> int:
