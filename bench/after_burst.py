@@ -12,7 +12,13 @@ producers do), and measures what history does to it:
 - **a ramp**: 100 clients at 1,000, 2,000, 5,000, 10,000 and 20,000 msg/s on the same server
   (its broker's log grows from step to step): each step's delivered fraction and p99.
 
+The topic has 3 partitions and the producer writes record n to partition n % 3, a record batch per
+partition per linger: the most batches a keyless producer can write. ``--partitions 12 --placed``
+is a topic sized for 20,000 msg/s, its keyless records placed by librdkafka's own partitioner
+(sticky: a batch's worth to one partition, then the next), as an application's are.
+
     python bench/after_burst.py --output docs/benchmarks.md
+    python bench/after_burst.py --partitions 12 --placed
     python bench/after_burst.py --no-ramp --burst-seconds 10 --json rows.json   # the regression guard's run
 """
 
@@ -90,7 +96,9 @@ async def run(args: argparse.Namespace) -> tuple[list[tuple[str, Row, int]], Ver
     steps: list[tuple[str, Row, int]] = []
     verdict: Verdict | None = None
     with tempfile.TemporaryDirectory(prefix="sluice-after-burst-") as tmp:
-        server = SluiceServer(Path(tmp), producer_linger_ms=args.producer_linger_ms)
+        server = SluiceServer(
+            Path(tmp), producer_linger_ms=args.producer_linger_ms, partitions=args.partitions, placed=args.placed
+        )
         server.start()
         try:
 
@@ -128,13 +136,18 @@ async def run(args: argparse.Namespace) -> tuple[list[tuple[str, Row, int]], Ver
     return steps, verdict
 
 
+def placement(args: argparse.Namespace) -> str:
+    return "placed by librdkafka's partitioner" if args.placed else f"round-robin (n % {args.partitions})"
+
+
 def section(steps: list[tuple[str, Row, int]], verdict: Verdict | None, args: argparse.Namespace, load: str) -> str:
     command = shlex.join(["python", "bench/after_burst.py", *sys.argv[1:]])
     parts = [
         SECTION_BEGIN,
         f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC at commit `{git_commit()}` on {machine_description()}; load "
         f"average before -> after: {load}. One gateway (`runstreams --workers 1`) and one embedded broker for every "
-        f"step, the producer's `linger.ms` {args.producer_linger_ms:g}; CPU is % of ONE core. Load client: "
+        f"step, the producer's `linger.ms` {args.producer_linger_ms:g}, {args.partitions} partitions, records "
+        f"{placement(args)}; CPU is % of ONE core. Load client: "
         f"{CLIENT_NAMES[args.client]}.",
         "",
         "```",
@@ -174,6 +187,10 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ramp-seconds", type=float, default=5.0)
     parser.add_argument("--drain", type=float, default=10.0, help="Seconds to wait for stragglers after each step.")
     parser.add_argument("--producer-linger-ms", type=float, default=1.0)
+    parser.add_argument("--partitions", type=int, default=3, help="Partitions of the topic.")
+    parser.add_argument(
+        "--placed", action="store_true", help="Leave keyless records to librdkafka's partitioner (sticky)."
+    )
     parser.add_argument("--client", choices=CLIENTS, default="c" if gcc_available() else "python")
     parser.add_argument("--output", type=Path, help="Markdown file whose after_burst section is replaced.")
     parser.add_argument("--json", type=Path, help="Also write the steps and the verdict as JSON.")

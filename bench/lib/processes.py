@@ -76,8 +76,12 @@ def producer_main(
     registry: str = "",
     team: bool = False,
     random_keys: bool = False,
+    placed: bool = False,
 ) -> None:
     """Publish ``count`` messages at ``rate``/s, round-robin over partitions, once told to go.
+
+    With ``placed``, keyless messages are not given a partition: librdkafka's partitioner places
+    them, as it does for a keyless application (sticky: a batch's worth to one partition, then the next).
 
     With ``keys``, message n has key ``k<n % keys>`` (bench/compare.py's key-filter scenario), and
     with ``team`` the same text in its value's ``team`` field (bench/value_filters.py's value filters);
@@ -118,12 +122,14 @@ def producer_main(
         while True:
             try:
                 key = b"k%d" % index if keys else None
+                partition = index % partitions if draw is not None else seq % partitions
+                where = {} if placed and key is None else {"partition": partition}
                 producer.produce(
                     topic,
                     payload(seq, time.time_ns(), size, key) if team and key else payload(seq, time.time_ns(), size),
                     key=key,
-                    partition=index % partitions if draw is not None else seq % partitions,
                     on_delivery=delivered,
+                    **where,
                 )
                 break
             except BufferError:

@@ -195,8 +195,14 @@ class SluiceServer(Server):
         asgi_server: str = "daphne",
         value_format: str = "text",
         producer_linger_ms: float | None = None,
+        partitions: int = 3,
+        placed: bool = False,
     ) -> None:
         super().__init__(tmp)
+        # The topic's partitions, and whether the producer leaves keyless records to librdkafka's
+        # partitioner (sticky) rather than writing record n to partition n % partitions.
+        self.partitions = partitions
+        self.placed = placed
         # None: each start() starts its own embedded broker and stop() stops it, so every run begins
         # on an empty log (the embedded broker's cost per fetch grows with its log; Kafka's does not).
         self.broker = broker
@@ -222,7 +228,7 @@ class SluiceServer(Server):
 
         if self.own_broker:
             self.broker = EmbeddedBroker().start()
-        topic_ensure(self.broker.bootstrap, self.topic, partitions=3)
+        topic_ensure(self.broker.bootstrap, self.topic, partitions=self.partitions)
         db = f"sqlite:///{self.tmp}/{self.name}.sqlite3"
         self.gateway = Gateway(db, self.broker.bootstrap, self.tmp / f"{self.name}.log", self.workers, self.asgi_server)
         self.gateway.manage("migrate", "--verbosity", "0")
@@ -277,7 +283,11 @@ class SluiceServer(Server):
         linger_ms = self.producer_linger_ms
         if linger_ms is None:
             linger_ms = 0.0 if rate <= 1000 else 5.0
-        return Child(producer_main, self.broker.bootstrap, self.topic, 3, rate, count, size, linger_ms, keys, registry)
+        return Child(
+            producer_main,
+            *(self.broker.bootstrap, self.topic, self.partitions, rate, count, size, linger_ms, keys, registry),
+            *(False, False, self.placed),
+        )
 
     def broker_connections(self) -> int:
         """TCP connections from the gateway's processes to the broker's port."""
