@@ -40,7 +40,7 @@ from twisted.internet import reactor  # daphne installed the asyncio reactor alr
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.tcp import Server as TcpServer
 from twisted.python.failure import Failure
-from twisted.web.http import Request
+from twisted.web.http import Request  # by name: the module's deprecation proxy runs Python per look-up
 from zope.interface import implementer
 
 from streams.core.compression import Encoder
@@ -51,8 +51,6 @@ from streams.server.inputs import InputQueue
 from streams.server.reaping import EventReaping
 
 logger = logging.getLogger("sluice.streams")
-# Twisted's names are imported from twisted.web.http (``Request``), not looked up on the module:
-# Twisted wraps it in a deprecation proxy whose attribute look-up runs Python (about 1 µs) each time.
 
 try:  # HTTP/2 needs twisted[http2]; without it every request is HTTP/1.x.
     from twisted.web._http2 import H2Stream as _H2Stream
@@ -175,8 +173,6 @@ class RequestFlow:
         if not request.chunked:
             self._send(transport, b"".join(head.parts))
             return
-        # A stream's head waits two loop passes: what it is written meanwhile (the catch-up from the
-        # cache, in the task its subscription started in the same pass) leaves in the same send.
         self._held = head.parts
         self._held_bytes = sum(map(len, head.parts))
         loop = asyncio.get_running_loop()
