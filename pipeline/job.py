@@ -22,6 +22,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from .checkpoint import batch_replayed
 from .datasource import KafkaDataSource
 from .kafka_write import PRODUCED_COUNT_SCHEMA, batches_produce_counted
 from .progress import BatchProgress, BatchTiming, TimingListener
@@ -272,42 +273,55 @@ def pipeline_run(
 
     ``on_timing`` gets each batch's :class:`BatchTiming`: from Spark's listener thread shortly after the batch,
     or, for batches it had not delivered when the query ended, then.
+
+    A ``once`` run whose checkpoint holds an interrupted batch runs twice: Spark's ``availableNow`` ends
+    after running that batch again (:mod:`pipeline.checkpoint`); the second query takes what came after it.
     """
     timing = TimingListener(query_name(spec), on_timing) if on_timing is not None else None
     if timing is not None:
         spark.streams.addListener(timing)
+    replayed = batch_replayed(spark, spec.checkpoint_location) if once else None
+    start = functools.partial(
+        pipeline_query,
+        spark,
+        spec,
+        once=once,
+        kafka_format=kafka_format,
+        on_batch=on_batch,
+        on_batch_start=on_batch_start,
+    )
     try:
-        stopper = BatchEndStop()
-        try:
-            query = pipeline_query(
-                spark,
-                spec,
-                once=once,
-                kafka_format=kafka_format,
-                on_batch=on_batch,
-                on_batch_start=on_batch_start,
-                stopper=stopper,
-            )
-            stopper.query = query
-        except PipelineError:
-            raise
-        except Exception as exc:  # e.g. Spark's kafka format without its connector on the classpath
-            raise PipelineError(f"pipeline {spec.name} could not start: {exc}") from exc
-        try:
-            with stop_signals_caught() as signalled:
-                # Seconds as a float are fine (PySpark passes int(timeout * 1000) on); the stub says int.
-                while not query.awaitTermination(STOP_POLL_SECONDS) and not signalled.is_set():  # type: ignore[arg-type]
-                    pass
-                stopper.stop(query, batch_within=spec.trigger_seconds + STOP_BATCH_SECONDS)
-        except Exception as exc:
-            # A refusal of Sluice's own source (offsets outside the log) is said as it is, not inside Spark's trace.
-            own = re.search(r"pipeline\.datasource\.OffsetOutOfRange: ([^\n]*)", str(exc))
-            raise PipelineError(own.group(1) if own else f"pipeline {spec.name} failed: {exc}") from exc
-        finally:
-            if query.isActive:
-                query.stop()
-            if timing is not None:
-                timing.flush(query)
+        signalled = _query_until_done(spec, start, timing)
+        if replayed is not None and not signalled:
+            _query_until_done(spec, start, timing)
     finally:
         if timing is not None:
             spark.streams.removeListener(timing)
+
+
+def _query_until_done(spec: PipelineSpec, start: Callable[..., StreamingQuery], timing: TimingListener | None) -> bool:
+    """Start the query with ``start(stopper=...)`` and wait until it ends or is stopped; whether a signal stopped it."""
+    stopper = BatchEndStop()
+    try:
+        query = start(stopper=stopper)
+        stopper.query = query
+    except PipelineError:
+        raise
+    except Exception as exc:  # e.g. Spark's kafka format without its connector on the classpath
+        raise PipelineError(f"pipeline {spec.name} could not start: {exc}") from exc
+    try:
+        with stop_signals_caught() as signalled:
+            # Seconds as a float are fine (PySpark passes int(timeout * 1000) on); the stub says int.
+            while not query.awaitTermination(STOP_POLL_SECONDS) and not signalled.is_set():  # type: ignore[arg-type]
+                pass
+            stopper.stop(query, batch_within=spec.trigger_seconds + STOP_BATCH_SECONDS)
+            return signalled.is_set()
+    except Exception as exc:
+        # A refusal of Sluice's own source (offsets outside the log) is said as it is, not inside Spark's trace.
+        own = re.search(r"pipeline\.datasource\.OffsetOutOfRange: ([^\n]*)", str(exc))
+        raise PipelineError(own.group(1) if own else f"pipeline {spec.name} failed: {exc}") from exc
+    finally:
+        if query.isActive:
+            query.stop()
+        if timing is not None:
+            timing.flush(query)
