@@ -5,6 +5,8 @@ from the database at most every ``SLUICE_ROUTE_CACHE_SECONDS`` per worker, one
 read at a time: a storm of reconnecting clients shares one read instead of
 queueing thousands behind the database (see ``Refreshed``). A configuration
 change made in this process, or broadcast by another one, drops both at once.
+The route table is rebuilt only when the configuration's revision moved since
+it was built (``streams.route_tables``): renewing it otherwise is one query.
 While the database is away, the last ones read are served (docs/reliability.md,
 "The database away").
 """
@@ -23,117 +25,18 @@ from cachetools import LRUCache
 from channels.db import database_sync_to_async
 
 from common.database import DATABASE_AWAY, RETRY_AFTER_SECONDS, RETRY_SECONDS, database_watch
-from guards.models import Guard
-from guards.policy import GuardPolicy, PolicyError
 from streams.conf import streams_settings
 from streams.core.clusters import ClusterSpec
 from streams.core.errors import DatabaseNotAvailable
 from streams.core.formats.spec import FormatError, RecordFormats
 from streams.core.patterns import PatternError, pattern_compile
-from streams.core.routes import FilterSpec, RouteSpec, RouteTable
-from streams.core.schemas import (
-    SchemaCheck,
-    SchemaUnavailable,
-    registry_schemas,
-    schema_reject_all,
-    schema_validator_compile,
-)
-from streams.core.templating import template_compile
-from streams.core.where import where_template
+from streams.core.routes import RouteTable
+from streams.core.schemas import SchemaCheck
 from streams.fanout.cache import CacheLimits
-from streams.models import Route, RouteFilter, Schema, Topic, reserved_endpoints
-
-logger = logging.getLogger("sluice.guards")
+from streams.models import Route, Topic
+from streams.route_tables import RouteTableSource, schema_check
 
 T = TypeVar("T")
-
-# Unusable schemas already reported, so a route table rebuilt every second does not repeat the error.
-_schema_errors_logged: set[str] = set()
-
-
-def guard_policy(guard: Guard) -> GuardPolicy:
-    """The guard's compiled policy; one that no longer compiles refuses every token (fail closed)."""
-    try:
-        return guard.policy()
-    except PolicyError as exc:
-        logger.error("guard %s is unusable (%s: %s); its routes refuse every token", guard.name, exc.field, exc)
-        return GuardPolicy(name=guard.name, algorithms=())
-
-
-def schema_check(schema: Schema) -> SchemaCheck:
-    """The schema's compiled check (compiled once per version); one that cannot be had admits nothing (fail closed)."""
-    try:
-        if schema.json_schema is not None:
-            return schema_validator_compile(schema.name, schema.json_schema)
-        return registry_schemas.check(schema.name, schema.registry_url, schema.subject, schema.version)
-    except SchemaUnavailable as exc:
-        if str(exc) not in _schema_errors_logged:
-            _schema_errors_logged.add(str(exc))
-            logging.getLogger("sluice.schemas").error(
-                "schema %s is unusable (%s); every value checked against it is skipped", schema.name, exc
-            )
-        return schema_reject_all(schema.name, str(exc))
-
-
-def route_filters_read(route_ids: list[int]) -> dict[int, list[tuple[str, dict[str, str]]]]:
-    """The filters of the routes ``route_ids`` as (key, headers), by route id, in their order.
-
-    Read as plain values, not with ``prefetch_related``: a prefetched route and the queryset of its
-    filters refer to each other, so every route of every table built would stay in memory until the
-    cycle collector's next full collection (every few minutes): with the table rebuilt every second,
-    or on every request, that was most of a gateway's growth under churn (docs/reliability.md).
-    """
-    filters: dict[int, list[tuple[str, dict[str, str]]]] = {}
-    rows = RouteFilter.objects.filter(route_id__in=route_ids).order_by("id").values_list("route_id", "key", "headers")
-    for route_id, key, headers in rows:
-        filters.setdefault(route_id, []).append((key, headers))
-    return filters
-
-
-def route_table_build() -> RouteTable:
-    """Compile every enabled route, in match order."""
-    specs = []
-    # The routes first, then their filters, as prefetching did: a route created between the two reads
-    # is not in the table yet, rather than in it without its filters.
-    routes = list(Route.objects.filter(enabled=True).select_related("guard", "schema").order_by("order", "path"))
-    filters_by_route = route_filters_read([route.pk for route in routes])
-    for route in routes:
-        filters = tuple(
-            FilterSpec(
-                key=template_compile(key) if key else None,
-                headers=tuple((name, template_compile(value)) for name, value in sorted(headers.items())),
-            )
-            for key, headers in filters_by_route.get(route.pk, ())
-        )
-        specs.append(
-            RouteSpec(
-                id=route.pk,
-                pattern=pattern_compile(route.path),
-                topic=template_compile(route.topic),
-                filters=filters,
-                event_id=route.event_id,
-                initial=route.initial,
-                allow_since=route.allow_since,
-                binary=route.binary,
-                retry_ms=route.retry_ms,
-                heartbeat_seconds=route.heartbeat_seconds,
-                max_pending_bytes=route.max_pending_bytes,
-                guard=guard_policy(route.guard) if route.guard is not None else None,
-                roles=tuple(route.roles or ()),
-                kind=route.kind,
-                upstream=route.upstream,
-                allow_origins=tuple(route.allow_origins or ()),
-                allow_credentials=route.allow_credentials,
-                guard_revision=f"{route.guard_id}@{route.guard.updated.isoformat()}" if route.guard else "",
-                schema=schema_check(route.schema) if route.schema is not None else None,
-                where=where_template(route.where) if route.where.strip() else None,
-                client_filter=route.client_filter,
-                compression=route.compression,
-                compression_min_bytes=route.compression_min_bytes,
-                conflate=route.conflate_max_rate if route.conflate else None,
-            )
-        )
-    return RouteTable(tuple(specs), reserved_endpoints())
 
 
 class Refreshed(Generic[T]):
@@ -241,7 +144,8 @@ def _not_available() -> DatabaseNotAvailable:
     )
 
 
-_table: Refreshed[RouteTable] = Refreshed(database_sync_to_async(route_table_build))
+_source = RouteTableSource()
+_table: Refreshed[RouteTable] = Refreshed(database_sync_to_async(_source.read))
 # Per topic name; names can come from path parameters, so the number kept is bounded.
 _topics: LRUCache[str, Refreshed[TopicSettings]] = LRUCache(maxsize=1024)
 
@@ -253,7 +157,10 @@ async def route_table_reload() -> RouteTable:
 
 
 async def route_table() -> RouteTable:
-    """The route table, rebuilt at most every ``ROUTE_CACHE_SECONDS`` (the last one read while the database is away)."""
+    """The route table, renewed at most every ``ROUTE_CACHE_SECONDS`` (the last one read while the database is away).
+
+    Renewed: rebuilt if the configuration's revision moved, else kept (see :class:`RouteTableSource`).
+    """
     return await _table.get()
 
 
@@ -277,6 +184,7 @@ def route_table_staleness() -> RouteTableStaleness:
 def route_table_invalidate() -> None:
     """Drop the cached route table and topic settings (the configuration changed)."""
     _table.invalidate()
+    _source.forget()
     # Each entry drops its value and any read under way, and keeps its stand-in for a database outage
     # (the keys listed first: a look-up reorders the LRU).
     for name in list(_topics):

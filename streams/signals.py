@@ -1,4 +1,9 @@
-"""Configuration changes: drop this process's route table now, and tell every worker once committed."""
+"""Configuration changes: drop this process's route table now, and tell every worker once committed.
+
+Workers the broadcast does not reach (no shared channel layer, or a write that sends no signal:
+``QuerySet.update()``, raw SQL, another process) see the change through the configuration's
+revision within ``SLUICE_ROUTE_CACHE_SECONDS``: its triggers are set up after every ``migrate``.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,13 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import transaction
-from django.db.models.signals import post_delete, post_save
+from django.apps import AppConfig, apps
+from django.db import connections, transaction
+from django.db.models.signals import post_delete, post_migrate, post_save
 
 from guards.models import Guard
 from streams.edge.authorization.reconfiguration import CONFIG_GROUP, MESSAGE_TYPE
-from streams.models import Route, RouteFilter, Schema, Topic
+from streams.models import Route, RouteFilter, Schema, Topic, revision_triggers_install
 from streams.selectors import route_table_invalidate
 
 logger = logging.getLogger("sluice.config")
@@ -53,3 +59,18 @@ def config_changed(**kwargs: Any) -> None:
 for _model in (Route, RouteFilter, Topic, Schema, Guard):
     post_save.connect(config_changed, sender=_model, dispatch_uid=f"sluice-config-save-{_model.__name__}")
     post_delete.connect(config_changed, sender=_model, dispatch_uid=f"sluice-config-delete-{_model.__name__}")
+
+
+def revision_triggers_ensure(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
+    """After ``migrate`` or ``flush``: the revision's triggers, set up again (a rebuilt table lost its own)."""
+    if not revision_triggers_install(connections[using]):
+        logger.warning(
+            "no configuration revision on this database (%s): every worker rebuilds its route table "
+            "every SLUICE_ROUTE_CACHE_SECONDS",
+            connections[using].vendor,
+        )
+
+
+post_migrate.connect(
+    revision_triggers_ensure, sender=apps.get_app_config("streams"), dispatch_uid="sluice-config-revision-triggers"
+)

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 
 from guards.models import Guard
 from guards.services import guard_upsert
-from streams.selectors import route_table_build
+from streams.route_tables import route_table_build
 from streams.services import route_upsert
 from tests.support.tokens import guard_fields, rsa_key
 

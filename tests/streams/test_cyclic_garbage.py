@@ -20,7 +20,7 @@ from twisted.web import http
 
 from guards.services import guard_upsert
 from streams.models import Route, RouteFilter
-from streams.selectors import route_table_build
+from streams.route_tables import route_table_build
 from streams.server.flow import RequestFlow
 from streams.services import route_upsert
 from tests.support.garbage import cyclic_garbage, of_types
