@@ -5,6 +5,8 @@ simplejwt's ``TokenBackend`` is not used: it binds one algorithm to one key
 invalid" (the spec wants the reason), and imports Django. The key choice is
 ours, and so are the token's parsing and the registered claims' checks (with
 PyJWT's rules, see :mod:`guards.jws`); PyJWT's algorithm objects check the signature.
+A token admitted before may skip the signature's check (:mod:`guards.verified`);
+the key's choice and the claims are checked on every call.
 """
 
 from __future__ import annotations
@@ -126,16 +128,17 @@ def token_verify(
     except MalformedToken as exc:
         raise TokenRejected("malformed_token", "not a signed JWT") from exc
     alg, key = _key_select(policy, header, fetched)
-    claims = verified.claims(token, alg, key) if verified is not None else None
-    if claims is None:
-        claims = _signed_claims(token, alg, key, header_segment, payload_segment, signature_segment)
-        claims_check(policy, claims, time.time())
-        principal = principal_from_claims(policy, claims)
-        if verified is not None:
-            verified.remember(token, alg, key, claims, principal.expires)
-        return principal
+    remembered = verified.claims(token, alg, key) if verified is not None else None
+    claims: Mapping[str, Any] = (
+        remembered
+        if remembered is not None
+        else _signed_claims(token, alg, key, header_segment, payload_segment, signature_segment)
+    )
     claims_check(policy, claims, time.time())
-    return principal_from_claims(policy, claims)
+    principal = principal_from_claims(policy, claims)
+    if verified is not None and remembered is None:
+        verified.remember(token, alg, key, claims, principal.expires)
+    return principal
 
 
 def _signed_claims(token: str, alg: str, key: Any, header: str, payload: str, signature: str) -> dict[str, Any]:
