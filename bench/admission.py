@@ -1,6 +1,9 @@
 """Guard admission cost: what a JWT guard adds to opening a stream (issue goal: < 1 ms at p50, cached key).
 
-Two measurements, both with the key already known (inline JWK, as a JWKS key is after its first fetch):
+Two measurements, both with the key already known (inline JWK, as a JWKS key is after its first fetch),
+and each token checked as one the worker has not admitted before (``SLUICE_VERIFIED_TOKENS=0`` here:
+one token is presented over and over, which a worker would otherwise take from its admitted tokens
+without checking its signature again; ``bench/storm.py`` measures both):
 
 1. In process: ``stream_admit`` (credentials -> signature and claims -> roles) per algorithm,
    against a public route's admission (no guard) as the baseline.
@@ -29,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 os.environ.setdefault("SLUICE_DEV", "1")
+os.environ.setdefault("SLUICE_VERIFIED_TOKENS", "0")
 
 import django  # noqa: E402
 
@@ -197,7 +201,8 @@ def section(rows: list[tuple[str, float, float]], wire: Any, args: argparse.Name
         "```",
         "",
         f"In process: `stream_admit` on one route, {args.iterations} calls each, key already known "
-        "(inline JWK; a JWKS key is the same once fetched).",
+        "(inline JWK; a JWKS key is the same once fetched), every token checked as new "
+        f"(`SLUICE_VERIFIED_TOKENS={os.environ['SLUICE_VERIFIED_TOKENS']}`).",
         "",
         "| guard | p50 | p99 | added at p50 |",
         "|---|---:|---:|---:|",

@@ -16,8 +16,14 @@ some 28,000 ephemeral ports. A gateway worker holds one descriptor per stream, s
     python bench/storm.py --clients 5000
     python bench/storm.py --clients 20000 --workers 2 --processes 4   # the full-scale target
     python bench/storm.py --clients 5000 --alg RS256                  # tokens of another algorithm
+    python bench/storm.py --clients 5000 --verified-tokens 0          # every token verified (none remembered)
     python bench/storm.py --clients 5000 --profile /tmp/storm.txt     # py-spy of the worker(s), the storm only
     python bench/storm.py --clients 5000 --profile /tmp/storm.txt --native   # with C frames (OpenSSL, the kernel calls)
+
+The first opens reach the same gateway: its workers remember the tokens they admitted
+(``SLUICE_VERIFIED_TOKENS``), so in the storm a client that comes back to the worker that
+admitted it skips the signature check, as a client reconnecting to the same gateway would.
+``--verified-tokens 0`` verifies every token, as a gateway the clients never reached would.
 
 The load average before the run is printed with the figures: on a loaded machine they are a floor.
 """
@@ -169,6 +175,12 @@ def main() -> None:
     parser.add_argument("--public", action="store_true", help="no guard: the route is public, no token sent")
     parser.add_argument("--alg", default="ES256", choices=("ES256", "RS256", "HS256"), help="the tokens' algorithm")
     parser.add_argument("--admissions-per-second", type=float, default=0.0, help="SLUICE_ADMISSIONS_PER_SECOND")
+    parser.add_argument(
+        "--verified-tokens",
+        type=int,
+        help="SLUICE_VERIFIED_TOKENS of the gateway (unset: its default); 0 verifies every token, as a gateway "
+        "the clients never reached before would (a node died)",
+    )
     parser.add_argument("--loop", default="asyncio", help="SLUICE_EVENT_LOOP of the gateway: asyncio or uvloop")
     parser.add_argument("--profile", type=Path, help="py-spy the worker(s) during the storm into this file")
     parser.add_argument("--native", action="store_true", help="with --profile: C frames too (py-spy --native)")
@@ -182,6 +194,8 @@ def main() -> None:
     gateway = Gateway(f"sqlite:///{workdir / 'db.sqlite3'}", broker.bootstrap, workdir / "gateway.log", args.workers)
     gateway.env["SLUICE_ADMISSIONS_PER_SECOND"] = str(args.admissions_per_second)
     gateway.env["SLUICE_EVENT_LOOP"] = args.loop
+    if args.verified_tokens is not None:
+        gateway.env["SLUICE_VERIFIED_TOKENS"] = str(args.verified_tokens)
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": broker.bootstrap})
@@ -210,7 +224,8 @@ def main() -> None:
     print(
         f"{args.clients} {'public' if args.public else args.alg + '-guarded'} streams reconnected with Last-Event-ID "
         "at once "
-        f"({args.workers} worker(s) on {args.loop}, {args.processes} client processes): "
+        f"({args.workers} worker(s) on {args.loop}, {args.processes} client processes, "
+        f"SLUICE_VERIFIED_TOKENS {'default' if args.verified_tokens is None else args.verified_tokens}): "
         f"all admitted in {result['admitted_in']:.2f} s "
         f"(first {result['first']:.2f} s; mean {result['mean']:.0f}/s, peak second {result['peak_second']:.0f}), "
         f"every client level in {result['level_in']:.2f} s; gateway CPU {result['cpu_ms_per_admission']:.3f} ms "

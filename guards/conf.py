@@ -23,6 +23,10 @@ class GuardsSettings:
     # SLUICE_CORS_ALLOW_ORIGINS, declared by the streams app too: the origins routes without their own
     # inherit, which the development issuer answers for the demo guard's routes (guards/crossorigin.py).
     CORS_ALLOW_ORIGINS: tuple[str, ...] = ()
+    # Admitted tokens each worker remembers (guards/verified.py), each until its exp: a client that comes
+    # back with one skips its signature check (the claims are checked every time). About 1.4 KB each for
+    # a 270-byte token; 0 remembers none (docs/operations.md, "Verified tokens").
+    VERIFIED_TOKENS: int = 10000
 
 
 guards_settings = app_settings(GuardsSettings)

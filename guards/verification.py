@@ -5,6 +5,8 @@ simplejwt's ``TokenBackend`` is not used: it binds one algorithm to one key
 invalid" (the spec wants the reason), and imports Django. The key choice is
 ours, and so are the token's parsing and the registered claims' checks (with
 PyJWT's rules, see :mod:`guards.jws`); PyJWT's algorithm objects check the signature.
+A token admitted before may skip the signature's check (:mod:`guards.verified`);
+the key's choice and the claims are checked on every call.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from .jws import KeyUnusable, MalformedToken, header_read, payload_read, segment_decode, signature_valid, token_split
 from .policy import HMAC_ALGORITHMS, GuardPolicy, VerifyingKey
+from .verified import VerifiedTokens
 
 # Real access tokens are a few hundred bytes to a few KB; anything past this is refused unread.
 MAX_TOKEN_BYTES = 8 * 1024
@@ -104,8 +107,18 @@ def _key_select(policy: GuardPolicy, header: Mapping[str, Any], fetched: tuple[V
     raise TokenRejected("unknown_kid", f"no key with kid {kid!r}")
 
 
-def token_verify(policy: GuardPolicy, token: str, *, fetched: tuple[VerifyingKey, ...] = ()) -> Principal:
-    """Verify ``token`` against ``policy`` (and keys ``fetched`` from its JWKS URL) or raise :class:`TokenRejected`."""
+def token_verify(
+    policy: GuardPolicy,
+    token: str,
+    *,
+    fetched: tuple[VerifyingKey, ...] = (),
+    verified: VerifiedTokens | None = None,
+) -> Principal:
+    """Verify ``token`` against ``policy`` (and keys ``fetched`` from its JWKS URL) or raise :class:`TokenRejected`.
+
+    ``verified``: tokens admitted before, whose signature is not checked again when the key chosen
+    now equals the one they were verified with; the claims are checked on every call.
+    """
     if len(token) > MAX_TOKEN_BYTES:
         # Refused before any parsing: decoding and verifying cost grows with the size.
         raise TokenRejected("oversized", f"the token is longer than {MAX_TOKEN_BYTES} bytes")
@@ -115,9 +128,24 @@ def token_verify(policy: GuardPolicy, token: str, *, fetched: tuple[VerifyingKey
     except MalformedToken as exc:
         raise TokenRejected("malformed_token", "not a signed JWT") from exc
     alg, key = _key_select(policy, header, fetched)
+    remembered = verified.claims(token, alg, key) if verified is not None else None
+    claims: Mapping[str, Any] = (
+        remembered
+        if remembered is not None
+        else _signed_claims(token, alg, key, header_segment, payload_segment, signature_segment)
+    )
+    claims_check(policy, claims, time.time())
+    principal = principal_from_claims(policy, claims)
+    if verified is not None and remembered is None:
+        verified.remember(token, alg, key, claims, principal.expires)
+    return principal
+
+
+def _signed_claims(token: str, alg: str, key: Any, header: str, payload: str, signature: str) -> dict[str, Any]:
+    """The payload's claims once ``signature`` is ``alg``'s with ``key`` over the header and payload."""
     try:
-        signature = segment_decode(signature_segment)
-        valid = signature_valid(alg, key, token[: len(header_segment) + 1 + len(payload_segment)].encode(), signature)
+        signature_bytes = segment_decode(signature)
+        valid = signature_valid(alg, key, token[: len(header) + 1 + len(payload)].encode(), signature_bytes)
     except MalformedToken as exc:
         raise TokenRejected("malformed_token", "the token does not decode") from exc
     except KeyUnusable as exc:
@@ -125,11 +153,9 @@ def token_verify(policy: GuardPolicy, token: str, *, fetched: tuple[VerifyingKey
     if not valid:
         raise TokenRejected("bad_signature", "the signature does not verify")
     try:
-        claims = payload_read(payload_segment)
+        return payload_read(payload)
     except MalformedToken as exc:
         raise TokenRejected("malformed_token", "the token does not decode") from exc
-    claims_check(policy, claims, time.time())
-    return principal_from_claims(policy, claims)
 
 
 def _time_claim(claims: Mapping[str, Any], name: str, reason: str, detail: str) -> int:

@@ -6,18 +6,27 @@ client address, never the token.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
+from guards.conf import guards_settings
 from guards.credentials import credentials_read
 from guards.jwks import KeysUnavailable, jwks_cache, token_kid
 from guards.policy import VerifyingKey
 from guards.verification import Principal, TokenRejected, token_verify
+from guards.verified import VerifiedTokens
 from streams.core.errors import InsufficientRoles, InvalidToken, KeysNotAvailable, MissingCredentials
 from streams.core.routes import RouteSpec
 from streams.edge.http.access import client_address
 
 logger = logging.getLogger("sluice.guards")
+
+
+@functools.cache
+def verified_tokens() -> VerifiedTokens:
+    """This process's admitted tokens (``VERIFIED_TOKENS``), made on first use (``cache_clear()`` starts anew)."""
+    return VerifiedTokens(guards_settings.VERIFIED_TOKENS)
 
 
 async def stream_admit(route: RouteSpec, scope: dict[str, Any], query: dict[str, list[str]]) -> Principal | None:
@@ -41,7 +50,7 @@ async def stream_admit(route: RouteSpec, scope: dict[str, Any], query: dict[str,
             logger.warning("refused route=%s path=%s client=%s reason=keys_unavailable", *where)
             raise KeysNotAvailable(str(exc), headers=[(b"retry-after", b"5")]) from exc
     try:
-        principal = token_verify(policy, token, fetched=fetched)
+        principal = token_verify(policy, token, fetched=fetched, verified=verified_tokens())
     except TokenRejected as exc:
         logger.warning("refused route=%s path=%s client=%s reason=%s", *where, exc.reason)
         raise InvalidToken(
