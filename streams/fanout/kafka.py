@@ -307,14 +307,7 @@ class LiveFetcher:
         Runs on the fetch thread: the consumer serialises calls, so another thread
         asking it would wait for the poll in progress.
         """
-        marks: dict[int, int] = {}
-        for partition in self._partitions:
-            try:
-                _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, partition), cached=True)
-            except KafkaException:
-                continue
-            if high >= 0:
-                marks[partition] = high
+        marks = self._highs(consumer)
         self.high_watermarks = marks
         self._restarts.highs_note(marks, self._next, self._idle)
 
@@ -325,9 +318,21 @@ class LiveFetcher:
             self._next.update(starts)
             self._deliver([PartitionEnd(p, offset, restarted=True) for p, offset in starts.items()])
 
-    def _behind(self) -> int:
-        """Records between where the fetch is and the log's end, as the last fetch responses said."""
-        marks = self.high_watermarks
+    def _highs(self, consumer: Consumer) -> dict[int, int]:
+        """The high watermark of each partition as the last fetch responses reported it (no broker round trip)."""
+        marks: dict[int, int] = {}
+        for partition in self._partitions:
+            try:
+                _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, partition), cached=True)
+            except KafkaException:
+                continue
+            if high >= 0:
+                marks[partition] = high
+        return marks
+
+    def _behind(self, marks: dict[int, int] | None = None) -> int:
+        """Records between where the fetch is and the log's end (``marks``: the high watermarks; the last noted)."""
+        marks = self.high_watermarks if marks is None else marks
         return sum(max(0, marks[p] - o) for p, o in self._next.items() if p in marks)
 
     def _run(self) -> None:
@@ -361,7 +366,10 @@ class LiveFetcher:
                 first = consumer.poll(0.1)
                 self._idle = first is None
                 if first is None:
-                    wait = self._wait.when_idle(now)
+                    # Nothing in a whole poll: starved (records wait at the log's end), else maybe quiet.
+                    wait = self._wait.when_measured(now, self._behind(self._highs(consumer)))
+                    if wait is None:
+                        wait = self._wait.when_idle(now)
                     if wait is not None:
                         consumer = self._consumer_remake(consumer, wait)
                     continue

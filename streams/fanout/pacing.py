@@ -62,6 +62,9 @@ SPARSE_POLLS = 3
 STREAK_FETCHES = 20
 # Records the fetch may fall behind the log's end before the topic counts as loaded, whatever
 # the fetches bring (under a heavy produce load, tansu answers short fetches with little or nothing).
+# Measured every _WATERMARKS_SECONDS and after each poll that brought nothing; the longer wait is
+# taken at once: tansu cuts its search of a partition's record batches at the fetch's wait, so on a
+# long log a 1 ms wait brings nothing at all until it lengthens (the ramp's steps: docs/benchmarks.md).
 BEHIND_RECORDS = 50
 # How often librdkafka reports the fetches' round trips (its statistics), in ms.
 MEASURE_MS = 1000
@@ -77,7 +80,7 @@ WAIT_STEPS_MS = (1, 2, 5, 10, 20, 50, 100)
 # Measurements in a row that must ask for a shorter wait before a backed-off wait comes down.
 EASE_MEASUREMENTS = 2
 # The least time between two changes of a wait while records flow (each one remakes the consumer);
-# the first records after a quiet spell do not wait for it.
+# the first records after a quiet spell, and a fetch falling behind the log's end, do not wait for it.
 CHANGE_SECONDS = 0.5
 
 
@@ -133,7 +136,8 @@ class FetchWait:
 
     Nothing else is kept: every input is measured again, so a wait returns to the fast one within
     a few seconds of the load falling. A change remakes the consumer, so changes are at least
-    :data:`CHANGE_SECONDS` apart, except the first records after a quiet spell. On other brokers
+    :data:`CHANGE_SECONDS` apart, except the first records after a quiet spell, records that come
+    closer, and a fetch that falls :data:`BEHIND_RECORDS` behind the log's end. On other brokers
     the wait is long and never changes. ``when_idle``, ``when_records`` and ``when_measured`` say
     when the fetcher should remake its consumer (None: keep it).
     """
@@ -243,11 +247,16 @@ class FetchWait:
 
         ``answer_ms`` is a fetch's round trip less the wait (the broker's own time). Its floor goes
         up at once, and down after :data:`EASE_MEASUREMENTS` measurements in a row asked for less.
+        A fetch :data:`BEHIND_RECORDS` behind takes the longer wait it calls for at once, even within
+        :data:`CHANGE_SECONDS` of the last change: the records are there and the fetches do not bring
+        them (a wait shorter than tansu's search of a long log brings nothing). A slow answer
+        alone waits its turn.
         """
         if not self.adaptive:
             return None
         self.behind = behind
-        if behind >= BEHIND_RECORDS and not self.quiet:
+        behind_end = behind >= BEHIND_RECORDS and not self.quiet
+        if behind_end:
             self.loaded, self.light = True, 0
         if answer_ms is not None:
             floor = slow_broker_wait_ms(answer_ms)
@@ -257,7 +266,7 @@ class FetchWait:
                 self.easing += 1
                 if self.easing >= EASE_MEASUREMENTS:
                     self.floor_ms, self.easing = floor, 0
-        return self._change(now)
+        return self._change(now, at_once=behind_end and self.wanted_ms() > self.current_ms)
 
 
 def sparse_wait_ms(gap_seconds: float, busy_ms: int, quiet_ms: int) -> int:

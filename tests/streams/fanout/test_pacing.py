@@ -1,13 +1,16 @@
-"""The fetch wait of a topic whose records come far apart (streams.fanout.pacing, the sparse rule)."""
+"""The fetch wait of a topic (streams.fanout.pacing): records far apart, a fetch behind the log's end."""
 
 from __future__ import annotations
 
 from streams.fanout.pacing import (
     ANSWERING_WAIT_MS,
+    BEHIND_RECORDS,
     CHANGE_SECONDS,
+    LOADED_WAIT_MS,
     QUIET_SECONDS,
     SPARSE_FETCHES,
     SPARSE_POLLS,
+    STREAK_FETCHES,
     WAIT_STEPS_MS,
     FetchWait,
     sparse_wait_ms,
@@ -92,3 +95,36 @@ def test_a_broker_that_answers_early_keeps_its_one_wait() -> None:
     wait.when_started(0.0)
     assert records_every(wait, 1.0, 1.0, 10) == [None] * 10
     assert records_every(wait, 11.0, 0.001, 10) == [None] * 10
+
+
+def test_a_fetch_behind_the_log_end_takes_the_loaded_wait_at_once() -> None:
+    wait = FetchWait(1)
+    wait.when_started(0.0)
+    assert wait.when_idle(QUIET_SECONDS) == ANSWERING_WAIT_MS  # quiet
+    start = 10.0
+    assert wait.when_records(start, 40) == 1  # a load begins: the short wait, at once
+    now = start + CHANGE_SECONDS / 2  # within CHANGE_SECONDS of that change
+    assert wait.when_measured(now, BEHIND_RECORDS - 1) is None  # a few records behind: not yet
+    assert wait.when_measured(now, BEHIND_RECORDS) == LOADED_WAIT_MS  # falling behind: backs off at once
+    assert wait.when_measured(now + 0.25, 10 * BEHIND_RECORDS) is None  # still behind: kept
+
+
+def test_a_slow_answer_alone_waits_its_turn() -> None:
+    wait = FetchWait(1)
+    wait.when_started(0.0)
+    wait.when_records(0.0, 1)
+    wait.when_idle(QUIET_SECONDS)
+    assert wait.when_records(10.0, 1) == 1
+    assert wait.when_measured(10.1, 0, 12.0) is None  # level with the log's end: within CHANGE_SECONDS, no remake
+    assert wait.when_measured(10.0 + CHANGE_SECONDS, 0) == 50  # then the broker's pace
+
+
+def test_the_wait_is_short_again_once_the_fetch_has_caught_up() -> None:
+    wait = FetchWait(1)
+    wait.when_started(0.0)
+    wait.when_records(0.0, 40)
+    assert wait.when_measured(0.1, 5 * BEHIND_RECORDS) == LOADED_WAIT_MS
+    now = 1.0
+    assert wait.when_measured(now, 0) is None
+    changes = [wait.when_records(now + n / 100, 1) for n in range(STREAK_FETCHES)]
+    assert changes[-1] == 1  # caught up and the fetches bring few: the short wait, nothing held
