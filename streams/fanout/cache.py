@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from streams.core.records import Record
+from streams.fanout.keyindex import KeyIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,10 +24,11 @@ class PartitionCache:
     """Records of one partition, contiguous from ``start`` to the hub's position.
 
     ``start`` is the first offset the cache can answer for: a resume at or after
-    it is served from memory, one before it must read Kafka.
+    it is served from memory, one before it must read Kafka. ``keys`` indexes the
+    same records by key (:mod:`streams.fanout.keyindex`).
     """
 
-    __slots__ = ("partition", "start", "_records", "_offsets", "_head", "bytes")
+    __slots__ = ("partition", "start", "keys", "_records", "_offsets", "_head", "bytes")
 
     def __init__(self, partition: int, start: int) -> None:
         self.partition = partition
@@ -35,6 +37,7 @@ class PartitionCache:
         self._offsets: list[int] = []
         self._head = 0
         self.bytes = 0
+        self.keys = KeyIndex()
 
     def __len__(self) -> int:
         return len(self._records) - self._head
@@ -43,6 +46,7 @@ class PartitionCache:
         self._records.append(record)
         self._offsets.append(record.offset)
         self.bytes += record.size
+        self.keys.add(record)
 
     def oldest(self) -> Record | None:
         return self._records[self._head] if self._head < len(self._records) else None
@@ -53,6 +57,7 @@ class PartitionCache:
         self._head += 1
         self.bytes -= record.size
         self.start = record.offset + 1
+        self.keys.remove(record)
         if self._head > 1024 and self._head * 2 > len(self._records):
             del self._records[: self._head]
             del self._offsets[: self._head]
@@ -66,6 +71,13 @@ class PartitionCache:
         """Up to ``limit`` cached records with offset >= ``offset`` (which must be covered)."""
         index = bisect.bisect_left(self._offsets, offset, lo=self._head)
         return self._records[index : index + limit]
+
+    def count_between(self, offset: int, end: int | None = None) -> int:
+        """How many cached records have an offset from ``offset`` (covered) up to ``end`` (excluded; None: all)."""
+        offsets, head = self._offsets, self._head
+        first = bisect.bisect_left(offsets, offset, lo=head)
+        last = len(offsets) if end is None else bisect.bisect_left(offsets, end, lo=first)
+        return last - first
 
     def first_at_or_after(self, timestamp_ms: int) -> Record | None:
         for record in self:

@@ -82,23 +82,36 @@ class CatchUp:
         chunk: list[list[Record]] = []
         cold: dict[int, tuple[int, int]] = {}
         level: dict[int, int] = {}
+        # A stream of some keys reads only their records (and the undecodable ones) from the cache's index.
+        keys = None if sub.since_partitions else sub.filters.keys
+        passed = 0  # cached records a keyed read went past
         for p, offset in behind.items():
             cache = state.cache[p]
             if cache.covers(offset):
-                records = cache.records_from(offset, CHUNK_RECORDS)
+                if keys is None:
+                    records = cache.records_from(offset, CHUNK_RECORDS)
+                else:
+                    records = cache.keys.picks(keys, offset, CHUNK_RECORDS)
                 if len(records) < CHUNK_RECORDS and not records_trim(records, self.budget // len(behind)):
                     # All the cache has up to the hub's position, which may
                     # lie past the last record (compaction, control records).
                     level[p] = nxt[p]
+                    if keys is not None:
+                        passed += cache.count_between(offset) - len(records)
+                elif keys is not None:
+                    passed += cache.count_between(offset, records[-1].offset + 1) - len(records)
                 if records:
                     chunk.append(records)
             else:
                 cold[p] = (offset, cache.start)
         if chunk or not cold:
-            if chunk and not self.used_cache:
+            if (chunk or passed) and not self.used_cache:
                 self.used_cache = True
                 state.counters.catch_ups_cache += 1
-            self.deliver(chunk)
+            if keys is None:
+                self.deliver(chunk)
+            else:
+                self.deliver(chunk, picked=passed)
             positions.update(level)
             return True
         if sub.demoted:
@@ -146,8 +159,12 @@ class CatchUp:
         self.state.cutoffs.run_due()
         return self.sub.is_closed
 
-    def deliver(self, chunk: list[list[Record]]) -> None:
-        """Write catch-up records to the stream, each with its own progress id."""
+    def deliver(self, chunk: list[list[Record]], picked: int | None = None) -> None:
+        """Write catch-up records to the stream, each with its own progress id.
+
+        ``picked``: the chunk holds only the records a key filter can pass (and the undecodable ones),
+        picked from the cache's index, which went past that many others.
+        """
         state, sub = self.state, self.sub
         if self.ended_by_now():
             return
@@ -159,8 +176,10 @@ class CatchUp:
         counts = state.tally(sub.route)
         keys = None if since_partitions else sub.filters.keys
         ends: dict[int, int] = {}
-        if keys is not None:
-            # A stream of some keys looks only at their records (a resume reads the cache's whole range).
+        if picked is not None:
+            counts.filtered += picked
+        elif keys is not None:
+            # A stream of some keys looks only at their records (what Kafka gave it, a range of the log).
             chunk, ends, skipped = keyed_records(chunk, keys)
             counts.filtered += skipped
         # Interleave partitions by time (as they were produced), keeping each one's order.

@@ -8,7 +8,7 @@ from unittest.mock import patch
 from streams.core.filters import FilterSet, MessageFilter
 from streams.core.ids import progress_decode
 from streams.core.records import Record
-from streams.fanout.cache import CacheLimits, TopicCache
+from streams.fanout.cache import CacheLimits, PartitionCache, TopicCache
 from streams.fanout.catchup import CatchUp
 from streams.fanout.catchup_reads import BacklogSession
 from streams.fanout.cutoffs import loop_cutoffs
@@ -182,3 +182,56 @@ async def test_every_id_of_a_catch_up_on_a_key_resumes_with_nothing_lost_or_repe
         _, again, control = await keyed_catch_up(state, progress_decode(event.id))
         assert [e.data for e in again.events() if e.has_data] == wanted[n + 1 :]
         assert len(control.live) == 1
+
+
+def wrapped_keyed_state(count: int, kept: int) -> tuple[HubState, list[Record]]:
+    """``keyed_log(count)`` through a cache of ``kept`` records, which evicted the rest (every partition's start
+    moved), and the cached records by time."""
+    records = keyed_log(count)
+    ends = {p: 1 + max(r.offset for r in records if r.partition == p) for p in range(3)}
+    state = HubState("topic", TopicCache(CacheLimits(max_messages=kept)), loop_cutoffs(), partitions=[0, 1, 2])
+    state.cache.reset({p: 0 for p in range(3)})
+    for record in records:
+        state.cache.append(record)
+        state.cache.evict()
+    state.positions_reset(ends)
+    cached = [r for p in range(3) for r in state.cache[p]]
+    return state, sorted(cached, key=lambda r: r.timestamp)
+
+
+async def test_a_keyed_catch_up_reads_the_cache_by_its_index_only() -> None:
+    state = keyed_state(keyed_log(900))
+    with patch.object(PartitionCache, "records_from", side_effect=AssertionError("a linear read")):
+        sub, sink, control = await keyed_catch_up(state, {0: 0, 1: 0, 2: 0})
+    assert control.live == [sub]
+    wanted = [r for r in keyed_log(900) if r.match_key == b"k3" and r.problem is None]
+    assert len([e for e in sink.events() if e.has_data]) == len(wanted)
+
+
+async def test_every_id_of_a_chunked_keyed_catch_up_from_a_wrapped_cache_resumes_exactly() -> None:
+    # Chunks of 4 records: most end on a picked record, the position passing the other keys' records before it.
+    state, cached = wrapped_keyed_state(3000, kept=700)
+    assert all(state.cache[p].start > 0 for p in range(3))
+    start = {p: state.cache[p].start for p in range(3)}
+    wanted = [r.value.decode() for r in cached if r.match_key == b"k3" and r.value and r.problem is None]
+    with patch("streams.fanout.catchup.CHUNK_RECORDS", 4):
+        sub, sink, control = await keyed_catch_up(state, start)
+        events = [e for e in sink.events() if e.has_data]
+        assert [e.data for e in events] == wanted
+        assert control.live == [sub]
+        tally = state.tally("")
+        assert (tally.delivered, tally.filtered) == (len(wanted), len(cached) - len(wanted))
+        for n, event in enumerate(events):
+            _, again, control = await keyed_catch_up(state, progress_decode(event.id))
+            assert [e.data for e in again.events() if e.has_data] == wanted[n + 1 :]
+            assert len(control.live) == 1
+
+
+async def test_a_keyed_catch_up_counts_the_undecodable_records_it_passes() -> None:
+    state, cached = wrapped_keyed_state(3000, kept=2995)
+    assert [r.value for r in cached if r.problem is not None] == [b"10"]  # still cached
+    with patch("streams.fanout.catchup.CHUNK_RECORDS", 4):
+        await keyed_catch_up(state, {p: state.cache[p].start for p in range(3)})
+    wanted = [r for r in cached if r.match_key == b"k3" and r.problem is None]
+    tally = state.tally("")
+    assert (tally.delivered, tally.undecodable, tally.filtered) == (len(wanted), 1, len(cached) - len(wanted) - 1)
