@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.lib.procstats import loadavg
+from bench.lib.sinks import TakingSink
 from streams.core.filters import FilterSet, MessageFilter
 from streams.core.records import Record
 from streams.fanout.cache import CacheLimits, TopicCache
@@ -35,31 +36,6 @@ from streams.fanout.state import HubState
 from streams.fanout.subscriber import Subscriber, SubscriberOptions
 
 PARTITIONS = 3
-
-
-class CollectingSink:
-    """A client that takes everything (the route's default bound on pending bytes)."""
-
-    def __init__(self) -> None:
-        self.limit = 1 << 20
-        self.last_write = time.monotonic()
-        self.written = 0
-
-    def write(self, data: bytes) -> bool:
-        self.written += len(data)
-        return True
-
-    async def writable(self) -> None:
-        return None
-
-    def pending(self) -> int:
-        return 0
-
-    def congested(self) -> bool:
-        return False
-
-    def abort(self) -> None:
-        return None
 
 
 class Control:
@@ -113,7 +89,7 @@ def state_made(records: list[Record]) -> HubState:
 
 
 async def catch_up(state: HubState, key: bytes) -> int:
-    sink = CollectingSink()
+    sink = TakingSink()
     sub = Subscriber(sink, SubscriberOptions(filters=FilterSet((MessageFilter(key=key),))))
     sub.positions = dict.fromkeys(state.partitions, 0)
     reads = BacklogSession(state.topic, None, None, Record.from_kafka)  # type: ignore[arg-type]
